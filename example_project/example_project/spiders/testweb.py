@@ -1,0 +1,7 @@
+"""The demo spider: follows every link of the test web, page quality as priority."""
+
+from scrapy_twolevel.testing.spider import TestWebSpider
+
+
+class DemoSpider(TestWebSpider):
+    name = "testweb"

@@ -1,0 +1,33 @@
+"""The Scrapy-free core: host ranking, per-host queues, policies and estimates."""
+
+from .estimates import CostParams, HostEstimate, ewma
+from .frontier import PLAIN_LANE, Host, SessionRecord, TwoLevelFrontier, memory_queue
+from .policies import (
+    BUILTIN_POLICIES,
+    BreadthFirst,
+    CrawlCapability,
+    PerformanceFirst,
+    Policy,
+    QualityFirst,
+)
+from .queues import FifoHostQueue, HostQueue, QualityHostQueue
+
+__all__ = [
+    "BUILTIN_POLICIES",
+    "PLAIN_LANE",
+    "BreadthFirst",
+    "CostParams",
+    "CrawlCapability",
+    "FifoHostQueue",
+    "Host",
+    "HostEstimate",
+    "HostQueue",
+    "PerformanceFirst",
+    "Policy",
+    "QualityFirst",
+    "QualityHostQueue",
+    "SessionRecord",
+    "TwoLevelFrontier",
+    "ewma",
+    "memory_queue",
+]

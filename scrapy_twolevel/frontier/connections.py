@@ -1,0 +1,103 @@
+"""Infer connection boundaries from what an HTTP client sees in replies.
+
+Scrapy does not tell a downloader middleware whether a request went over a new or a
+reused connection, but the replies say when a connection will end: ``Connection: close``,
+``Keep-Alive: max=N`` counting down, HTTP/1.0 without keep-alive, or an idle gap longer
+than the keep-alive timeout. This tracker turns those facts into per-response
+observations for :class:`~scrapy_twolevel.frontier.estimates.HostEstimate`.
+
+Pure module: no Scrapy, no I/O.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+_MAX_RE = re.compile(r"\bmax\s*=\s*(\d+)", re.IGNORECASE)
+_TIMEOUT_RE = re.compile(r"\btimeout\s*=\s*(\d+(?:\.\d+)?)", re.IGNORECASE)
+
+
+@dataclass(frozen=True, slots=True)
+class ReplyFacts:
+    """The connection-related facts of one reply."""
+
+    http10: bool
+    connection_close: bool
+    keepalive_max: int | None = None
+    keepalive_timeout: float | None = None
+
+    @classmethod
+    def parse(
+        cls, protocol: str | None, connection: str | None, keep_alive: str | None
+    ) -> ReplyFacts:
+        """Build from the reply's protocol (``"HTTP/1.0"``) and header values."""
+        tokens = {t.strip().lower() for t in (connection or "").split(",")}
+        http10 = (protocol or "").upper().startswith("HTTP/1.0")
+        close = "close" in tokens or (http10 and "keep-alive" not in tokens)
+        ka_max = ka_timeout = None
+        if keep_alive:
+            if m := _MAX_RE.search(keep_alive):
+                ka_max = int(m.group(1))
+            if m := _TIMEOUT_RE.search(keep_alive):
+                ka_timeout = float(m.group(1))
+        return cls(http10, close, ka_max, ka_timeout)
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionObservation:
+    """What one reply tells about the connection it came on."""
+
+    new_connection: bool
+    served_on_connection: int
+    closed_by_server: bool
+    remaining_on_connection: int | None
+
+
+@dataclass(slots=True)
+class _HostConnection:
+    alive: bool = False
+    served: int = 0
+    last_reply_at: float = 0.0
+    idle_timeout: float = 0.0
+
+
+class ConnectionTracker:
+    """Per-host model of the (at most one) connection a polite crawler keeps.
+
+    ``idle_timeout`` is how long an unused connection is assumed to survive when the server
+    does not announce ``Keep-Alive: timeout=``.
+    """
+
+    def __init__(self, idle_timeout: float = 15.0) -> None:
+        self._idle_timeout = idle_timeout
+        self._hosts: dict[str, _HostConnection] = {}
+
+    def observe(
+        self, host: str, facts: ReplyFacts, sent_at: float, replied_at: float
+    ) -> ConnectionObservation:
+        conn = self._hosts.get(host)
+        if conn is None:
+            conn = self._hosts[host] = _HostConnection(idle_timeout=self._idle_timeout)
+        new = not conn.alive or sent_at - conn.last_reply_at > conn.idle_timeout
+        conn.served = 1 if new else conn.served + 1
+        closed = facts.connection_close or facts.keepalive_max == 0
+        conn.alive = not closed
+        conn.last_reply_at = replied_at
+        if facts.keepalive_timeout is not None:
+            conn.idle_timeout = facts.keepalive_timeout
+        return ConnectionObservation(
+            new_connection=new,
+            served_on_connection=conn.served,
+            closed_by_server=closed,
+            remaining_on_connection=0 if closed else facts.keepalive_max,
+        )
+
+    def connection_lost(self, host: str) -> None:
+        """The last request to ``host`` failed: the next one opens a new connection."""
+        conn = self._hosts.get(host)
+        if conn is not None:
+            conn.alive = False
+
+    def __len__(self) -> int:
+        return len(self._hosts)

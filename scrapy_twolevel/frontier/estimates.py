@@ -1,0 +1,175 @@
+"""Per-host estimates of connection cost, response time and requests per connection.
+
+A crawler's time goes into TCP connections, so the scheduler ranks hosts by what one
+kept-alive connection to them is expected to cost. These estimates are what it knows;
+they are smoothed with an exponentially weighted moving average so one slow reply does
+not reorder the whole crawl.
+
+Pure module: no Scrapy, no I/O.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+
+def ewma(previous: float, measured: float, alpha: float) -> float:
+    """``Est(i) = alpha * Est(i-1) + (1 - alpha) * measured``."""
+    return alpha * previous + (1.0 - alpha) * measured
+
+
+def _update(estimate: float, measured: float, alpha: float, previous_samples: int) -> float:
+    return measured if previous_samples == 0 else ewma(estimate, measured, alpha)
+
+
+@dataclass(frozen=True, slots=True)
+class CostParams:
+    """The constants of the cost model, all settings (see :mod:`scrapy_twolevel.config`).
+
+    The default times are optimistic priors: a host never measured looks fast, so it is
+    opened, measured, and then ranked by what it really costs.
+    """
+
+    default_requests_per_connection: float = 50.0
+    keepalive_speedup: float = 1.2
+    alpha: float = 0.8
+    default_connection_time: float = 0.01
+    default_response_time: float = 0.01
+
+
+@dataclass(slots=True)
+class HostEstimate:
+    """What the crawl has learnt about one host.
+
+    ``connection_time`` and ``response_time`` are in seconds; ``requests_per_connection``
+    is how many requests the host serves on one connection before closing it. The
+    defaults are a prior for a host not measured yet: a host's first measurement of a
+    quantity replaces the default, later ones are averaged with :func:`ewma`. (Averaging
+    the first sample with the default would keep a kept-alive host, which yields few
+    connection samples, near the default for most of a crawl.)
+    """
+
+    connection_time: float
+    response_time: float
+    requests_per_connection: float
+    keepalive: bool = True
+    samples: int = 0
+    connection_samples: int = 0
+    response_samples: int = 0
+    connection_count_samples: int = 0
+
+    @classmethod
+    def new(cls, params: CostParams) -> HostEstimate:
+        return cls(
+            connection_time=params.default_connection_time,
+            response_time=params.default_response_time,
+            requests_per_connection=params.default_requests_per_connection,
+        )
+
+    def observe(
+        self,
+        params: CostParams,
+        *,
+        latency: float,
+        new_connection: bool,
+        served_on_connection: int,
+        closed_by_server: bool,
+        remaining_on_connection: int | None = None,
+    ) -> None:
+        """Fold one response into the estimates.
+
+        ``latency`` is the time from sending the request to the reply's headers. On a reused
+        connection it is the response time; on a new one it also holds the set-up, taken as
+        ``latency - response_time`` (never below zero). If the host's response time was
+        never measured, that first latency is split in the ratio of the two defaults.
+        """
+        alpha = params.alpha
+        latency = max(0.0, latency)
+        if new_connection:
+            if self.response_samples == 0:
+                share = params.default_connection_time / (
+                    params.default_connection_time + params.default_response_time
+                )
+                connection = latency * share
+                self._response(latency - connection, alpha)
+            else:
+                connection = max(0.0, latency - self.response_time)
+            self.connection_time = _update(
+                self.connection_time, connection, alpha, self.connection_samples
+            )
+            self.connection_samples += 1
+        else:
+            self._response(latency, alpha)
+        total: float | None = None
+        if remaining_on_connection is not None:
+            total = served_on_connection + max(0, remaining_on_connection)
+        elif closed_by_server:
+            total = served_on_connection
+        if total is not None:
+            self.requests_per_connection = _update(
+                self.requests_per_connection, total, alpha, self.connection_count_samples
+            )
+            self.connection_count_samples += 1
+        elif served_on_connection > self.requests_per_connection:
+            # The server has not closed yet: it serves at least this many.
+            self.requests_per_connection = float(served_on_connection)
+        if closed_by_server and served_on_connection <= 1:
+            self.keepalive = False
+        elif served_on_connection > 1:
+            self.keepalive = True
+        self.samples += 1
+
+    def _response(self, measured: float, alpha: float) -> None:
+        self.response_time = _update(self.response_time, measured, alpha, self.response_samples)
+        self.response_samples += 1
+
+    def batch_size(self, queued: int) -> int:
+        """``P(s,i) = min(RequestsPerConnection(s,i), TaskURLs(s,i))``, at least 1 if queued."""
+        if queued <= 0:
+            return 0
+        per_connection = max(1, math.floor(self.requests_per_connection + 0.5))
+        return min(per_connection, queued)
+
+    def session_time(self, batch: int, params: CostParams) -> float:
+        """``T(s,i) = 2 * ConnectionTime + P * ResponseTime / p``.
+
+        ``p`` is :attr:`CostParams.keepalive_speedup` for hosts that keep HTTP/1.1
+        connections alive and 1 otherwise.
+        """
+        p = params.keepalive_speedup if self.keepalive else 1.0
+        return 2.0 * self.connection_time + batch * self.response_time / p
+
+    def to_dict(self) -> dict[str, float | int | bool]:
+        """Plain JSON-able form, for JOBDIR and stats."""
+        return {
+            "connection_time": self.connection_time,
+            "response_time": self.response_time,
+            "requests_per_connection": self.requests_per_connection,
+            "keepalive": self.keepalive,
+            "samples": self.samples,
+            "connection_samples": self.connection_samples,
+            "response_samples": self.response_samples,
+            "connection_count_samples": self.connection_count_samples,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, object]) -> HostEstimate:
+        """Rebuild from :meth:`to_dict`; raises ``ValueError`` on anything else."""
+        try:
+            est = cls(
+                connection_time=float(data["connection_time"]),  # type: ignore[arg-type]
+                response_time=float(data["response_time"]),  # type: ignore[arg-type]
+                requests_per_connection=float(data["requests_per_connection"]),  # type: ignore[arg-type]
+                keepalive=bool(data["keepalive"]),
+                samples=int(data["samples"]),  # type: ignore[call-overload]
+                connection_samples=int(data["connection_samples"]),  # type: ignore[call-overload]
+                response_samples=int(data["response_samples"]),  # type: ignore[call-overload]
+                connection_count_samples=int(data["connection_count_samples"]),  # type: ignore[call-overload]
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"not a host estimate: {data!r}") from exc
+        values = (est.connection_time, est.response_time, est.requests_per_connection)
+        if not all(math.isfinite(v) and v >= 0 for v in values):
+            raise ValueError(f"host estimate out of range: {data!r}")
+        return est

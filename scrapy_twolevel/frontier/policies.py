@@ -1,0 +1,90 @@
+"""Host ranking policies.
+
+A policy decides two things: whether a host's URLs are served in quality order or FIFO,
+and how good an unopened host is (its *score*; higher is opened first, ties FIFO).
+Scores are recomputed when a host's next session (its first P URLs, hence P, the best
+quality and the head sum) or its estimates change, so a score must depend on nothing
+else: a pure function of the session it is shown.
+
+To plug in a fifth policy, subclass :class:`Policy` and name its import path in
+``TWOLEVEL_POLICY``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, ClassVar
+
+if TYPE_CHECKING:
+    from .estimates import CostParams, HostEstimate
+    from .queues import HostQueue
+
+#: Weight of each URL in crawl-capability's sum, so hosts whose URLs all have quality 0
+#: still rank by throughput (P/T) instead of tying.
+CAPABILITY_EPSILON = 1e-9
+
+
+class Policy:
+    """Base class: the interface the frontier calls."""
+
+    #: Name used in ``TWOLEVEL_POLICY`` and in stats.
+    name: ClassVar[str] = "custom"
+    #: Serve a host's URLs best quality first (``True``) or first in, first out.
+    orders_urls_by_quality: ClassVar[bool] = False
+    #: Needs :class:`~scrapy_twolevel.middleware.HostMetricsMiddleware` to measure hosts.
+    needs_host_metrics: ClassVar[bool] = False
+
+    def score(self, queue: HostQueue, estimate: HostEstimate, params: CostParams) -> float:
+        """Return how good opening this host now would be; higher is better."""
+        raise NotImplementedError
+
+
+class BreadthFirst(Policy):
+    """Hosts first in, first out; URLs first in, first out. The baseline."""
+
+    name = "breadth-first"
+
+    def score(self, queue: HostQueue, estimate: HostEstimate, params: CostParams) -> float:
+        return 0.0
+
+
+class PerformanceFirst(Policy):
+    """``R(s,i) = P(s,i) / T(s,i)``: requests served per second of connection."""
+
+    name = "performance-first"
+    needs_host_metrics = True
+
+    def score(self, queue: HostQueue, estimate: HostEstimate, params: CostParams) -> float:
+        batch = estimate.batch_size(len(queue))
+        return batch / estimate.session_time(batch, params)
+
+
+class QualityFirst(Policy):
+    """Hosts ranked by the quality of their best URL; URLs best first."""
+
+    name = "quality-first"
+    orders_urls_by_quality = True
+
+    def score(self, queue: HostQueue, estimate: HostEstimate, params: CostParams) -> float:
+        return queue.best_quality()
+
+
+class CrawlCapability(Policy):
+    """``C(s,i) = (sum of the qualities of the next P(s,i) URLs) / T(s,i)``.
+
+    Expected quality gathered per second of one persistent connection. Negative qualities
+    count as 0; each URL adds :data:`CAPABILITY_EPSILON` so all-zero hosts rank by P/T.
+    """
+
+    name = "crawl-capability"
+    orders_urls_by_quality = True
+    needs_host_metrics = True
+
+    def score(self, queue: HostQueue, estimate: HostEstimate, params: CostParams) -> float:
+        batch = estimate.batch_size(len(queue))
+        gathered = queue.head_sum() + CAPABILITY_EPSILON * batch
+        return gathered / estimate.session_time(batch, params)
+
+
+BUILTIN_POLICIES: dict[str, type[Policy]] = {
+    cls.name: cls for cls in (BreadthFirst, PerformanceFirst, QualityFirst, CrawlCapability)
+}

@@ -1,0 +1,237 @@
+"""Per-host queues on disk, in one SQLite file, for JOBDIR crawls.
+
+Pending requests live on disk so a frontier of millions fits in bounded RAM: in memory
+each host keeps only its queue length and a cache of its session head (the sum of its
+next P qualities, for crawl-capability). Rows are keyed ``(host, -quality, seq)``, so
+"best of this host" is one index seek.
+
+Items pushed as ``bytes`` go to disk. Anything else (a request that could not be
+encoded) stays in a small per-host memory queue, served before the disk rows and lost
+on restart, as Scrapy's own scheduler does with unserializable requests.
+
+Pure module: no Scrapy. Raises :class:`StateError` for a file that is not ours.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from .queues import FifoHostQueue, HostQueue, QualityHostQueue
+
+#: Format marker stored in the file; bump when the schema changes.
+FORMAT = "scrapy_twolevel.frontier/1"
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS hosts (id INTEGER PRIMARY KEY, key TEXT NOT NULL UNIQUE);
+CREATE TABLE IF NOT EXISTS requests (
+    host INTEGER NOT NULL, negq REAL NOT NULL, seq INTEGER NOT NULL, data BLOB NOT NULL,
+    PRIMARY KEY (host, negq, seq)
+) WITHOUT ROWID;
+"""
+
+
+class StateError(ValueError):
+    """A state file is corrupt or was written by something else."""
+
+
+class SqliteStore:
+    """The SQLite file behind every :class:`SqliteHostQueue` of one crawl."""
+
+    def __init__(self, path: str | Path, *, cache_mb: int = 4, commit_every: int = 2000) -> None:
+        self.path = Path(path)
+        existed = self.path.exists() and self.path.stat().st_size > 0
+        try:
+            self.db = sqlite3.connect(self.path, isolation_level=None)
+            self.db.execute("PRAGMA journal_mode=WAL")
+            self.db.execute("PRAGMA synchronous=NORMAL")
+            self.db.execute(f"PRAGMA cache_size=-{int(cache_mb) * 1024}")
+            if existed:
+                self._check_format()
+            else:
+                self.db.executescript(_SCHEMA)
+                self.db.execute("INSERT INTO meta VALUES ('format', ?)", (FORMAT,))
+        except sqlite3.DatabaseError as exc:
+            raise StateError(
+                f"{self.path} is not a scrapy_twolevel frontier file ({exc}); it was left "
+                "untouched. Use a fresh JOBDIR, or delete the file to start over."
+            ) from exc
+        self._commit_every = commit_every
+        self._uncommitted = 0
+        self._host_ids: dict[str, int] = dict(
+            (key, hid) for hid, key in self.db.execute("SELECT id, key FROM hosts")
+        )
+        self.db.execute("BEGIN")
+
+    def _check_format(self) -> None:
+        try:
+            row = self.db.execute("SELECT value FROM meta WHERE key='format'").fetchone()
+        except sqlite3.DatabaseError as exc:
+            raise StateError(
+                f"{self.path} is not a scrapy_twolevel frontier file ({exc}); it was left "
+                "untouched. Use a fresh JOBDIR, or delete the file to start over."
+            ) from exc
+        if row is None or row[0] != FORMAT:
+            found = row[0] if row else "no format marker"
+            raise StateError(
+                f"{self.path} holds {found!r}, expected {FORMAT!r}: probably a JOBDIR from "
+                "another version or another tool. It was left untouched; use a fresh JOBDIR."
+            )
+
+    def host_id(self, key: str) -> int:
+        hid = self._host_ids.get(key)
+        if hid is None:
+            hid = self.db.execute("INSERT INTO hosts (key) VALUES (?)", (key,)).lastrowid
+            assert hid is not None
+            self._host_ids[key] = hid
+        return hid
+
+    def stored_hosts(self) -> Iterator[tuple[str, int]]:
+        """``(host key, pending rows)`` for every host with rows on disk."""
+        keys = {hid: key for key, hid in self._host_ids.items()}
+        for hid, count in self.db.execute("SELECT host, COUNT(*) FROM requests GROUP BY host"):
+            yield keys[hid], count
+
+    def max_seq(self) -> int:
+        row = self.db.execute("SELECT MAX(seq) FROM requests").fetchone()
+        return int(row[0] or 0)
+
+    def wrote(self) -> None:
+        self._uncommitted += 1
+        if self._uncommitted >= self._commit_every:
+            self.commit()
+
+    def commit(self) -> None:
+        self.db.execute("COMMIT")
+        self.db.execute("BEGIN")
+        self._uncommitted = 0
+
+    def queue(self, host_key: str, by_quality: bool) -> SqliteHostQueue:
+        """:data:`~scrapy_twolevel.frontier.frontier.QueueFactory` for disk queues."""
+        return SqliteHostQueue(self, host_key, by_quality)
+
+    def close(self) -> None:
+        self.db.execute("COMMIT")
+        self.db.close()
+
+
+class SqliteHostQueue:
+    """One host's queue: rows in :class:`SqliteStore`, a head cache in memory."""
+
+    __slots__ = (
+        "_by_quality",
+        "_head_last",
+        "_head_size",
+        "_head_sum",
+        "_id",
+        "_len",
+        "_mem",
+        "_store",
+    )
+
+    def __init__(self, store: SqliteStore, host_key: str, by_quality: bool) -> None:
+        self._store = store
+        self._id = store.host_id(host_key)
+        self._by_quality = by_quality
+        row = store.db.execute("SELECT COUNT(*) FROM requests WHERE host=?", (self._id,)).fetchone()
+        self._len = int(row[0])
+        self._mem: HostQueue | None = None
+        self._head_size = 1
+        # Sum of the head's qualities (None: recompute when asked) and the key of the head's
+        # last row (None: the head is not full).
+        self._head_sum: float | None = None
+        self._head_last: tuple[float, int] | None = None
+
+    def push(self, quality: float, seq: int, item: Any) -> bool:
+        if not isinstance(item, bytes):
+            if self._mem is None:
+                self._mem = QualityHostQueue() if self._by_quality else FifoHostQueue()
+                self._mem.set_head_size(self._head_size)
+            self._mem.push(quality, seq, item)
+            self._head_sum = None
+            return True
+        negq = -quality
+        self._store.db.execute(
+            "INSERT INTO requests VALUES (?, ?, ?, ?)", (self._id, negq, seq, item)
+        )
+        self._store.wrote()
+        self._len += 1
+        if self._head_sum is None or (self._mem is not None and len(self._mem)):
+            self._head_sum = None
+            return True  # recomputed when next asked for
+        # Keep the head sum up to date with at most a one-row lookup, instead of
+        # re-reading the whole head: most pushes of a big crawl land behind it.
+        last = self._head_last
+        if last is None:  # head not full yet: this row joins it
+            self._head_sum += max(quality, 0.0)
+            if self._len >= self._head_size:
+                self._head_last = self._nth_key(self._head_size - 1)
+            return True
+        if (negq, seq) < last:
+            self._head_sum += max(quality, 0.0) - max(-last[0], 0.0)
+            self._head_last = self._nth_key(self._head_size - 1)
+            return True
+        return False
+
+    def _nth_key(self, offset: int) -> tuple[float, int]:
+        row = self._store.db.execute(
+            "SELECT negq, seq FROM requests WHERE host=? ORDER BY negq, seq LIMIT 1 OFFSET ?",
+            (self._id, offset),
+        ).fetchone()
+        return (row[0], row[1])
+
+    def pop(self) -> Any:
+        if self._mem is not None and len(self._mem):
+            self._head_sum = None
+            return self._mem.pop()
+        db = self._store.db
+        negq, seq, data = db.execute(
+            "SELECT negq, seq, data FROM requests WHERE host=? ORDER BY negq, seq LIMIT 1",
+            (self._id,),
+        ).fetchone()
+        db.execute("DELETE FROM requests WHERE host=? AND negq=? AND seq=?", (self._id, negq, seq))
+        self._store.wrote()
+        self._len -= 1
+        self._head_sum = None
+        return bytes(data)
+
+    def __len__(self) -> int:
+        return self._len + (len(self._mem) if self._mem is not None else 0)
+
+    def best_quality(self) -> float:
+        if self._mem is not None and len(self._mem):
+            return self._mem.best_quality()
+        row = self._store.db.execute(
+            "SELECT negq FROM requests WHERE host=? ORDER BY negq, seq LIMIT 1", (self._id,)
+        ).fetchone()
+        return -row[0] if row else 0.0
+
+    def head_sum(self) -> float:
+        if self._head_sum is None:
+            rows = self._store.db.execute(
+                "SELECT negq, seq FROM requests WHERE host=? ORDER BY negq, seq LIMIT ?",
+                (self._id, self._head_size),
+            ).fetchall()
+            total = -sum(negq for negq, _ in rows if negq < 0)
+            if self._mem is not None:
+                total += self._mem.head_sum()
+            self._head_sum = total
+            self._head_last = (rows[-1][0], rows[-1][1]) if len(rows) == self._head_size else None
+        return self._head_sum
+
+    def set_head_size(self, size: int) -> None:
+        size = max(1, size)
+        if size != self._head_size:
+            self._head_size = size
+            self._head_sum = None
+            self._head_last = None
+            if self._mem is not None:
+                self._mem.set_head_size(size)
+
+    def close(self) -> None:
+        """Rows stay on disk; only the memory part is dropped."""
+        if self._mem is not None:
+            self._mem.close()

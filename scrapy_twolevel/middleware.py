@@ -1,0 +1,104 @@
+"""Downloader middleware measuring every host's connection and response times.
+
+It sits near the downloader (order 950) so ``download_latency`` is fresh, infers from the
+reply headers whether the request opened a new connection
+(:class:`~scrapy_twolevel.frontier.connections.ConnectionTracker`), and sends the
+:data:`~scrapy_twolevel.signals.host_measured` signal, which the scheduler folds into its
+estimates. It keeps no estimates itself: one owner, one place to persist them.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from .config import TwoLevelConfig
+from .frontier import PLAIN_LANE
+from .frontier.connections import ConnectionTracker, ReplyFacts
+from .request_keys import HOST_META_KEY, make_request_host
+from .signals import host_measured
+
+if TYPE_CHECKING:
+    from typing import Self
+
+    from scrapy import Request
+    from scrapy.crawler import Crawler
+    from scrapy.http import Response
+    from scrapy.signalmanager import SignalManager
+    from scrapy.statscollectors import StatsCollector
+
+
+class HostMetricsMiddleware:
+    """Measure connection time, response time and requests per connection per host."""
+
+    def __init__(
+        self,
+        signals: SignalManager,
+        stats: StatsCollector,
+        host_of: Callable[[Request], str],
+        idle_timeout: float,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._signals = signals
+        self._stats = stats
+        self._host_of = host_of
+        self._clock = clock
+        self.tracker = ConnectionTracker(idle_timeout)
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> Self:
+        from scrapy.resolver import dnscache
+
+        config = TwoLevelConfig.from_settings(crawler.settings)
+        assert crawler.stats is not None
+        return cls(
+            crawler.signals,
+            crawler.stats,
+            make_request_host(config.host_key, dnscache),
+            config.idle_timeout,
+        )
+
+    def _host(self, request: Request) -> str | None:
+        host = request.meta.get(HOST_META_KEY)
+        if host is None:
+            try:
+                host = self._host_of(request)
+            except ValueError:
+                return None
+        return None if host == PLAIN_LANE else host
+
+    def process_response(self, request: Request, response: Response) -> Response:
+        latency = request.meta.get("download_latency")
+        host = self._host(request)
+        if latency is None or host is None or "cached" in response.flags:
+            return response
+        facts = ReplyFacts.parse(
+            getattr(response, "protocol", None),
+            response.headers.get(b"Connection", b"").decode("latin-1"),
+            response.headers.get(b"Keep-Alive", b"").decode("latin-1"),
+        )
+        now = self._clock()
+        obs = self.tracker.observe(host, facts, sent_at=now - latency, replied_at=now)
+        self._stats.inc_value("twolevel/metrics/responses")
+        if obs.new_connection:
+            self._stats.inc_value("twolevel/metrics/new_connections")
+        self._signals.send_catch_log(
+            host_measured,
+            host=host,
+            observation={
+                "latency": float(latency),
+                "new_connection": obs.new_connection,
+                "served_on_connection": obs.served_on_connection,
+                "closed_by_server": obs.closed_by_server,
+                "remaining_on_connection": obs.remaining_on_connection,
+            },
+        )
+        return response
+
+    def process_exception(self, request: Request, exception: Exception) -> None:
+        """A failed request leaves no usable connection behind."""
+        host = self._host(request)
+        if host is not None:
+            self.tracker.connection_lost(host)
+            self._stats.inc_value("twolevel/metrics/failures")

@@ -1,0 +1,383 @@
+"""``TwoLevelScheduler``: Scrapy's scheduler interface over the two-level frontier.
+
+Thin glue. ``from_crawler`` reads and validates the settings once; the frontier
+(:mod:`scrapy_twolevel.frontier`) decides the order. The scheduler's own jobs are the
+Scrapy contract: the dupefilter, stats, JOBDIR persistence, and knowing when a request
+has left the downloader so its host may take the next one (``request_left_downloader``).
+
+Job directory contents (with ``JOBDIR``):
+
+- ``twolevel/frontier.sqlite3``: pending requests, per host (see
+  :mod:`scrapy_twolevel.frontier.sqlite_store`), encoded as JSON, never pickled.
+- ``twolevel/hosts.json``: host estimates, written when the crawl stops.
+
+Both carry a format marker; a file that does not match is reported, never overwritten.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from scrapy import signals
+from scrapy.utils.job import job_dir
+from scrapy.utils.misc import build_from_crawler, load_object
+from scrapy.utils.request import request_from_dict
+
+from . import codec
+from ._engine import requests_in_downloader, wake_engine
+from .addon import MIDDLEWARE_PATH
+from .config import TwoLevelConfig
+from .frontier import (
+    BUILTIN_POLICIES,
+    PLAIN_LANE,
+    HostEstimate,
+    Policy,
+    TwoLevelFrontier,
+    memory_queue,
+)
+from .frontier.sqlite_store import SqliteStore, StateError
+from .request_keys import HOST_META_KEY, make_quality, make_request_host
+from .signals import host_measured
+
+if TYPE_CHECKING:
+    from typing import Self
+
+    from scrapy import Request, Spider
+    from scrapy.crawler import Crawler
+    from scrapy.dupefilters import BaseDupeFilter
+    from scrapy.statscollectors import StatsCollector
+
+logger = logging.getLogger(__name__)
+
+HOSTS_FORMAT = "scrapy_twolevel.hosts/1"
+
+
+def load_policy(name: str) -> Policy:
+    """Instantiate a built-in policy by name, or a :class:`Policy` subclass by import path."""
+    if name in BUILTIN_POLICIES:
+        return BUILTIN_POLICIES[name]()
+    try:
+        cls = load_object(name)
+    except (ImportError, NameError, ValueError) as exc:
+        raise ImportError(f"TWOLEVEL_POLICY={name!r} cannot be imported: {exc}") from exc
+    if not (isinstance(cls, type) and issubclass(cls, Policy)):
+        raise ValueError(
+            f"TWOLEVEL_POLICY={name!r} is not a subclass of scrapy_twolevel.frontier.Policy"
+        )
+    return cls()
+
+
+def _metrics_middleware_enabled(crawler: Crawler) -> bool:
+    from .middleware import HostMetricsMiddleware
+
+    for path, order in crawler.settings.getwithbase("DOWNLOADER_MIDDLEWARES").items():
+        if order is None:
+            continue
+        try:
+            cls = load_object(path) if isinstance(path, str) else path
+        except (ImportError, NameError, ValueError):
+            continue
+        if isinstance(cls, type) and issubclass(cls, HostMetricsMiddleware):
+            return True
+    return False
+
+
+class TwoLevelScheduler:
+    """Scrapy scheduler that ranks hosts and serves each in non-preemptive sessions.
+
+    ``SCHEDULER = "scrapy_twolevel.scheduler.TwoLevelScheduler"``; see the docs for the
+    settings and the policies' formulas.
+    """
+
+    def __init__(
+        self,
+        *,
+        dupefilter: BaseDupeFilter,
+        config: TwoLevelConfig,
+        policy: Policy,
+        quality_of: Callable[[Request], float],
+        host_of: Callable[[Request], str],
+        stats: StatsCollector,
+        crawler: Crawler,
+        jobdir: str | None = None,
+        logunser: bool = False,
+    ) -> None:
+        self.df = dupefilter
+        self.config = config
+        self.policy = policy
+        self._quality_of = quality_of
+        self._host_of = host_of
+        self.stats = stats
+        self.crawler = crawler
+        self.statedir = Path(jobdir, "twolevel") if jobdir else None
+        self.logunser = logunser
+        self.frontier: TwoLevelFrontier | None = None
+        self._store: SqliteStore | None = None
+        self._in_flight: dict[Request, str] = {}
+        self._held_back = False
+        self._warned: set[str] = set()
+        self.spider: Spider | None = None
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> Self:
+        config = TwoLevelConfig.from_settings(crawler.settings)
+        policy = load_policy(config.policy)
+        if policy.needs_host_metrics and not _metrics_middleware_enabled(crawler):
+            raise ValueError(
+                f"TWOLEVEL_POLICY={config.policy!r} ranks hosts by measured times and needs "
+                "the host metrics middleware. Add to settings.py:\n"
+                f'    DOWNLOADER_MIDDLEWARES = {{"{MIDDLEWARE_PATH}": 950}}\n'
+                'or use ADDONS = {"scrapy_twolevel.Addon": 0}, or TWOLEVEL_POLICY = '
+                '"breadth-first" / "quality-first".'
+            )
+        from scrapy.resolver import dnscache
+
+        dupefilter_cls = load_object(crawler.settings["DUPEFILTER_CLASS"])
+        assert crawler.stats is not None
+        return cls(
+            dupefilter=build_from_crawler(dupefilter_cls, crawler),
+            config=config,
+            policy=policy,
+            quality_of=make_quality(config.quality),
+            host_of=make_request_host(config.host_key, dnscache),
+            stats=crawler.stats,
+            crawler=crawler,
+            jobdir=job_dir(crawler.settings),
+            logunser=crawler.settings.getbool("SCHEDULER_DEBUG"),
+        )
+
+    # -- Scrapy's scheduler interface ---------------------------------------------
+
+    def open(self, spider: Spider) -> Any:
+        self.spider = spider
+        try:
+            self.frontier = self._open_frontier()
+        except Exception:
+            # Refusing to start: release what the dupefilter and store hold, touch no file.
+            if self._store is not None:
+                self._store.close()
+            self.df.close("shutdown")
+            raise
+        if len(self.frontier):
+            logger.info(
+                "Resuming crawl (%(queuesize)d requests scheduled over %(hosts)d hosts)",
+                {"queuesize": len(self.frontier), "hosts": self.frontier.host_count},
+                extra={"spider": spider},
+            )
+        self.crawler.signals.connect(self._request_left, signals.request_left_downloader)
+        self.crawler.signals.connect(self._host_measured, host_measured)
+        self.stats.set_value("twolevel/policy", self.policy.name)
+        return self.df.open()
+
+    def _open_frontier(self) -> TwoLevelFrontier:
+        queue_factory = memory_queue
+        estimates: dict[str, HostEstimate] = {}
+        if self.statedir is not None:
+            self.statedir.mkdir(parents=True, exist_ok=True)
+            estimates = self._read_hosts(self.statedir / "hosts.json")
+            self._store = SqliteStore(
+                self.statedir / "frontier.sqlite3", cache_mb=self.config.disk_cache_mb
+            )
+            queue_factory = self._store.queue
+        frontier = TwoLevelFrontier(
+            self.policy,
+            self.config.cost,
+            self.config.max_open_hosts,
+            queue_factory=queue_factory,
+        )
+        for key, estimate in estimates.items():
+            frontier.set_estimate(key, estimate)
+        if self._store is not None:
+            frontier.restore((key for key, _ in self._store.stored_hosts()), self._store.max_seq())
+        return frontier
+
+    def close(self, reason: str) -> Any:
+        self.crawler.signals.disconnect(self._request_left, signals.request_left_downloader)
+        self.crawler.signals.disconnect(self._host_measured, host_measured)
+        if self.frontier is not None:
+            self._report_hosts()
+            if self.statedir is not None:
+                self._write_hosts(self.statedir / "hosts.json")
+            self.frontier.close()
+        if self._store is not None:
+            self._store.close()
+        return self.df.close(reason)
+
+    def has_pending_requests(self) -> bool:
+        return len(self) > 0
+
+    def __len__(self) -> int:
+        return len(self.frontier) if self.frontier is not None else 0
+
+    def enqueue_request(self, request: Request) -> bool:
+        if not request.dont_filter and self.df.request_seen(request):
+            self.df.log(request, self.spider)
+            return False
+        assert self.frontier is not None
+        try:
+            host = self._host_of(request)
+        except ValueError:
+            self._count_once(
+                "malformed_url",
+                "Cannot parse the URL of %(request)s; it takes "
+                "the plain lane and the downloader will report it.",
+                request,
+            )
+            host = PLAIN_LANE
+        if host == PLAIN_LANE:
+            self.stats.inc_value("twolevel/plain_lane")
+        quality = self._quality(request)
+        item: Any = request
+        if self._store is not None:
+            item = self._encode(request)
+        self.frontier.push(host, quality, item)
+        self.stats.inc_value(
+            "scheduler/enqueued/disk" if isinstance(item, bytes) else "scheduler/enqueued/memory"
+        )
+        self.stats.inc_value("scheduler/enqueued")
+        return True
+
+    def next_request(self) -> Request | None:
+        frontier = self.frontier
+        assert frontier is not None
+        popped = frontier.pop()
+        if popped is None and len(frontier) and self._release_dropped():
+            popped = frontier.pop()
+        if popped is None:
+            if len(frontier):
+                self._held_back = True
+                self.stats.inc_value("twolevel/held_back")
+            return None
+        host, item = popped
+        if isinstance(item, bytes):
+            request = request_from_dict(codec.decode(item), spider=self.spider)
+            self.stats.inc_value("scheduler/dequeued/disk")
+        else:
+            request = item
+            self.stats.inc_value("scheduler/dequeued/memory")
+        self.stats.inc_value("scheduler/dequeued")
+        if host != PLAIN_LANE:
+            request.meta[HOST_META_KEY] = host
+            self._in_flight[request] = host
+        return request
+
+    # -- signals --------------------------------------------------------------------
+
+    def _request_left(self, request: Request, spider: Spider | None = None) -> None:
+        host = self._in_flight.pop(request, None)
+        if host is None or self.frontier is None:
+            return
+        self.frontier.done(host)
+        if self._held_back:
+            self._held_back = False
+            wake_engine(self.crawler)
+
+    def _host_measured(self, host: str, observation: dict[str, Any]) -> None:
+        if self.frontier is not None:
+            self.frontier.observe(host, **observation)
+
+    # -- helpers ----------------------------------------------------------------------
+
+    def _release_dropped(self) -> bool:
+        """Free hosts whose request never reached the downloader (dropped by a middleware)."""
+        active = requests_in_downloader(self.crawler)
+        if active is None:
+            return False
+        dropped = [r for r in self._in_flight if r not in active]
+        for request in dropped:
+            host = self._in_flight.pop(request)
+            assert self.frontier is not None
+            self.frontier.done(host)
+            self.stats.inc_value("twolevel/released_without_download")
+        return bool(dropped)
+
+    def _quality(self, request: Request) -> float:
+        try:
+            quality = self._quality_of(request)
+        except (TypeError, ValueError):
+            quality = float("nan")
+        if quality != quality or quality in (float("inf"), float("-inf")):
+            self._count_once(
+                "invalid_quality",
+                "TWOLEVEL_QUALITY gave no finite number for %(request)s; using 0.",
+                request,
+            )
+            return 0.0
+        return quality
+
+    def _encode(self, request: Request) -> bytes | Request:
+        try:
+            return codec.encode(request.to_dict(spider=self.spider))
+        except (ValueError, TypeError) as exc:
+            if self.logunser:
+                logger.warning(
+                    "Unable to serialize request: %(request)s - reason: %(reason)s - no more "
+                    "unserializable requests will be logged (stats being collected)",
+                    {"request": request, "reason": exc},
+                    extra={"spider": self.spider},
+                )
+                self.logunser = False
+            self.stats.inc_value("scheduler/unserializable")
+            return request
+
+    def _count_once(self, what: str, message: str, request: Request) -> None:
+        self.stats.inc_value(f"twolevel/{what}")
+        if what not in self._warned:
+            self._warned.add(what)
+            logger.warning(
+                message + " Further cases are only counted in stats (twolevel/%(what)s).",
+                {"request": request, "what": what},
+                extra={"spider": self.spider},
+            )
+
+    def _report_hosts(self) -> None:
+        assert self.frontier is not None
+        self.stats.set_value("twolevel/hosts", self.frontier.host_count)
+        # Counted by the frontier, written once: two stats calls per session cost a third
+        # of the dequeue time when sessions are short.
+        self.stats.set_value("twolevel/sessions", self.frontier.sessions_ended)
+        self.stats.set_value("twolevel/session_requests", self.frontier.session_requests)
+        top = sorted(self.frontier.hosts(), key=lambda h: -h.estimate.samples)
+        for host in top[: self.config.stats_top_hosts]:
+            if not host.estimate.samples:
+                break
+            for field, value in host.estimate.to_dict().items():
+                if not field.endswith("samples"):
+                    self.stats.set_value(f"twolevel/host/{host.key}/{field}", value)
+
+    def _read_hosts(self, path: Path) -> dict[str, HostEstimate]:
+        if not path.exists():
+            return {}
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            if not isinstance(data, dict) or data.get("format") != HOSTS_FORMAT:
+                found = data.get("format") if isinstance(data, dict) else type(data).__name__
+                raise StateError(
+                    f"{path} holds {found!r}, expected {HOSTS_FORMAT!r}: probably a JOBDIR "
+                    "from another version or tool. It was left untouched; use a fresh JOBDIR."
+                )
+            return {k: HostEstimate.from_dict(v) for k, v in data["hosts"].items()}
+        except StateError:
+            raise
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise StateError(
+                f"{path} is corrupt ({exc}). It was left untouched; fix or delete it, or use a "
+                "fresh JOBDIR."
+            ) from exc
+
+    def _write_hosts(self, path: Path) -> None:
+        assert self.frontier is not None
+        data = {
+            "format": HOSTS_FORMAT,
+            "hosts": {
+                h.key: h.estimate.to_dict() for h in self.frontier.hosts() if h.estimate.samples
+            },
+        }
+        tmp = path.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps(data), encoding="utf-8")
+        os.replace(tmp, path)

@@ -1,0 +1,58 @@
+"""The local test web: a fake multi-host web served over real sockets on loopback.
+
+* :mod:`.web` describes a web (pure; no Scrapy, no Twisted),
+* :mod:`.server` serves it with Twisted and counts what crawlers do to each host,
+* :mod:`.spider` crawls it, and ``python -m scrapy_twolevel.testing`` serves or crawls it.
+
+Server and spider names are imported lazily, so ``import scrapy_twolevel.testing.web`` costs
+no Scrapy or Twisted import (and never installs a reactor).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from .web import (
+    CONTROL_ADDRESS,
+    HostProfile,
+    HostSpec,
+    PageSpec,
+    WebSpec,
+    generate_web,
+    host_address,
+    page_path,
+)
+
+_LAZY = {
+    "HostStats": "server",
+    "ResponseEvent": "server",
+    "ServerStats": "server",
+    "TestWebServer": "server",
+    "fetch_remote_stats": "server",
+    "render_page": "server",
+    "SEEDS_SETTING": "spider",
+    "CrawlResult": "spider",
+    "TestWebSpider": "spider",
+    "quality_to_priority": "spider",
+    "run_crawl": "spider",
+}
+
+__all__ = [
+    "CONTROL_ADDRESS",
+    "HostProfile",
+    "HostSpec",
+    "PageSpec",
+    "WebSpec",
+    "generate_web",
+    "host_address",
+    "page_path",
+    *_LAZY,
+]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f".{module}", __name__), name)

@@ -1,0 +1,512 @@
+"""A Twisted server for the test web: one listener per host address, plus a control endpoint.
+
+It speaks just enough HTTP/1.1 (GET/HEAD, no request bodies) to simulate what a two-level
+scheduler cares about: per-connection set-up cost, per-response latency, keep-alive limits,
+HTTP/1.0-style hosts, and, above all, to *count* what a crawler did to each host (open
+connections, concurrent requests, response order) so tests can check politeness from the
+server's side. ``twisted.web`` is deliberately not used: it hides connection handling.
+
+The reactor is resolved lazily in :meth:`TestWebServer.start`, so importing this module never
+installs a reactor (Scrapy must be free to install the asyncio one first).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.request
+from collections import deque
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field, fields
+from html import escape
+from typing import Any, NamedTuple
+
+from twisted.internet.defer import Deferred, DeferredList, succeed
+from twisted.internet.error import CannotListenError
+from twisted.internet.interfaces import IDelayedCall, IListeningPort, IReactorTCP
+from twisted.internet.protocol import Factory, Protocol
+from twisted.python.failure import Failure
+
+from .web import CONTROL_ADDRESS, HostSpec, WebSpec
+
+__all__ = [
+    "HostStats",
+    "ResponseEvent",
+    "ServerStats",
+    "TestWebServer",
+    "fetch_remote_stats",
+    "render_page",
+]
+
+_MAX_HEAD = 64 * 1024
+_ROBOTS = b"User-agent: *\nAllow: /\n"
+_REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed"}
+
+
+class ResponseEvent(NamedTuple):
+    """One response written by a host, in the order they were written."""
+
+    time: float  # the server's clock (monotonic by default)
+    host: int
+    path: str
+    connection_id: int
+    page_id: int | None  # None for robots.txt, 404s and errors
+    status: int
+    method: str
+
+
+@dataclass
+class HostStats:
+    """Counters for one host (or, in :attr:`ServerStats.total`, for all hosts together)."""
+
+    connections_total: int = 0
+    connections_open: int = 0
+    max_connections_open: int = 0
+    #: A request is in flight from when its head is fully received until its response is written.
+    requests_in_flight: int = 0
+    max_requests_in_flight: int = 0
+    requests_total: int = 0
+    responses_total: int = 0
+    #: Requests received but never answered because the connection closed first.
+    requests_aborted: int = 0
+    #: Responses per path (any method, any status).
+    paths: dict[str, int] = field(default_factory=dict)
+
+    def _reset(self) -> None:
+        """Zero the history but keep what is open right now, so counts stay consistent."""
+        open_, in_flight = self.connections_open, self.requests_in_flight
+        for f in fields(self):
+            setattr(self, f.name, {} if f.name == "paths" else 0)
+        self.connections_open = self.max_connections_open = open_
+        self.requests_in_flight = self.max_requests_in_flight = in_flight
+
+
+class ServerStats:
+    """What the server saw; rebuilt from ``/_stats`` JSON in other processes via from_dict."""
+
+    def __init__(self, n_hosts: int) -> None:
+        self.hosts: dict[int, HostStats] = {i: HostStats() for i in range(n_hosts)}
+        self.total = HostStats()
+        self.events: list[ResponseEvent] = []
+        self.control_requests = 0
+
+    # -- queries ---------------------------------------------------------------------------
+    def max_concurrent_requests_per_host(self) -> dict[int, int]:
+        """Highest number of simultaneous in-flight requests each host saw (politeness)."""
+        return {i: h.max_requests_in_flight for i, h in self.hosts.items()}
+
+    def max_concurrent_connections_per_host(self) -> dict[int, int]:
+        """Highest number of simultaneously open connections each host saw."""
+        return {i: h.max_connections_open for i, h in self.hosts.items()}
+
+    def connections_per_host(self) -> dict[int, int]:
+        """Connections accepted per host (fewer means better keep-alive reuse)."""
+        return {i: h.connections_total for i, h in self.hosts.items()}
+
+    def fetch_counts(self) -> dict[int, int]:
+        """GETs answered with a page, per page id (pages never fetched are absent)."""
+        counts: dict[int, int] = {}
+        for e in self.events:
+            if e.page_id is not None and e.method == "GET":
+                counts[e.page_id] = counts.get(e.page_id, 0) + 1
+        return counts
+
+    def order(self) -> list[int]:
+        """Page ids in the order their GET responses were written."""
+        return [e.page_id for e in self.events if e.page_id is not None and e.method == "GET"]
+
+    # -- serialisation ---------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able form (host keys become strings, events become lists)."""
+        return {
+            "hosts": {str(i): asdict(h) for i, h in self.hosts.items()},
+            "total": asdict(self.total),
+            "control_requests": self.control_requests,
+            "events": [list(e) for e in self.events],
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ServerStats:
+        """Inverse of :meth:`to_dict`."""
+        stats = cls(0)
+        stats.hosts = {int(i): HostStats(**h) for i, h in data["hosts"].items()}
+        stats.total = HostStats(**data["total"])
+        stats.control_requests = data["control_requests"]
+        stats.events = [ResponseEvent(*e) for e in data["events"]]
+        return stats
+
+    # -- updates (server side) ---------------------------------------------------------------
+    def reset(self) -> None:
+        """Forget history (e.g. between benchmark runs) without a restart."""
+        for h in (*self.hosts.values(), self.total):
+            h._reset()
+        self.events.clear()
+        self.control_requests = 0
+
+    def _each(self, host: int) -> tuple[HostStats, HostStats]:
+        return self.hosts[host], self.total
+
+    def _connection_opened(self, host: int) -> None:
+        for h in self._each(host):
+            h.connections_total += 1
+            h.connections_open += 1
+            h.max_connections_open = max(h.max_connections_open, h.connections_open)
+
+    def _connection_closed(self, host: int) -> None:
+        for h in self._each(host):
+            h.connections_open -= 1
+
+    def _request_received(self, host: int) -> None:
+        for h in self._each(host):
+            h.requests_total += 1
+            h.requests_in_flight += 1
+            h.max_requests_in_flight = max(h.max_requests_in_flight, h.requests_in_flight)
+
+    def _request_aborted(self, host: int) -> None:
+        for h in self._each(host):
+            h.requests_in_flight -= 1
+            h.requests_aborted += 1
+
+    def _response_written(self, event: ResponseEvent) -> None:
+        for h in self._each(event.host):
+            h.requests_in_flight -= 1
+            h.responses_total += 1
+            h.paths[event.path] = h.paths.get(event.path, 0) + 1
+        self.events.append(event)
+
+
+def render_page(web: WebSpec, page_id: int, port: int) -> bytes:
+    """The HTML of a page: its quality in a meta tag, each link with its target's quality."""
+    page = web.pages[page_id]
+    anchors = "".join(
+        f'<a href="{escape(web.url(t, port))}" data-quality="{web.pages[t].quality}">page {t}</a>\n'
+        for t in page.links
+    )
+    return (
+        f"<html><head><title>page {page.id}</title>"
+        f'<meta name="twolevel-quality" content="{page.quality}"></head><body>\n'
+        f"{anchors}</body></html>\n"
+    ).encode()
+
+
+class _Request(NamedTuple):
+    method: str
+    path: str
+    close: bool  # the client asked for (or implied) Connection: close
+    status: int  # 0 if well-formed, else the error status to answer with
+
+
+def _parse_head(head: bytes) -> _Request:
+    lines = head.decode("latin-1").split("\r\n")
+    parts = lines[0].split()
+    if len(parts) != 3 or not parts[2].startswith("HTTP/1."):
+        return _Request("GET", "", True, 400)
+    method, target, version = parts
+    headers: dict[str, str] = {}
+    for line in lines[1:]:
+        name, sep, value = line.partition(":")
+        if not sep:
+            return _Request(method, target, True, 400)
+        headers[name.strip().lower()] = value.strip().lower()
+    if "://" in target:  # absolute-form: keep only the path
+        target = "/" + target.split("://", 1)[1].partition("/")[2]
+    path = target.partition("?")[0].partition("#")[0] or "/"
+    tokens = {t.strip() for t in headers.get("connection", "").split(",")}
+    close = "close" in tokens or (version == "HTTP/1.0" and "keep-alive" not in tokens)
+    if method not in ("GET", "HEAD"):
+        return _Request(method, path, True, 405)
+    if "content-length" in headers or "transfer-encoding" in headers:
+        return _Request(method, path, True, 400)  # no bodies: we could not find the next request
+    return _Request(method, path, close, 0)
+
+
+class _TestWebProtocol(Protocol):
+    """One connection. Requests are answered strictly in order, one at a time."""
+
+    def __init__(self, server: TestWebServer) -> None:
+        self._server = server
+        self._host: HostSpec | None = None
+        self._control = False
+        self._id = 0
+        self._buffer = b""
+        self._queue: deque[_Request] = deque()
+        self._pending: IDelayedCall | None = None
+        self._idle: IDelayedCall | None = None
+        self._responses = 0
+        self._closing = False
+        self.lost: Deferred[None] = Deferred()
+
+    # -- connection lifecycle ------------------------------------------------------------------
+    def connectionMade(self) -> None:
+        server = self._server
+        address = self.transport.getHost().host
+        self._host = server.web.host_by_address(address)
+        self._control = self._host is None
+        if self._host is None and address != CONTROL_ADDRESS:
+            self.transport.abortConnection()  # not ours; cannot happen with our listeners
+            return
+        self._id = server._new_connection(self)
+        if self._host is not None:
+            server.stats._connection_opened(self._host.index)
+        self._arm_idle()
+
+    def connectionLost(self, reason: Failure | None = None) -> None:
+        for call in (self._pending, self._idle):
+            if call is not None and call.active():
+                call.cancel()
+        self._pending = self._idle = None
+        if self._host is not None and self._id:
+            for _ in self._queue:
+                self._server.stats._request_aborted(self._host.index)
+            self._server.stats._connection_closed(self._host.index)
+        self._queue.clear()
+        self._server._connection_lost(self)
+        self.lost.callback(None)
+
+    def _arm_idle(self) -> None:
+        timeout = self._server.idle_timeout
+        if timeout > 0 and self._idle is None:
+            self._idle = self._server.reactor.callLater(timeout, self._idle_expired)
+
+    def _disarm_idle(self) -> None:
+        if self._idle is not None and self._idle.active():
+            self._idle.cancel()
+        self._idle = None
+
+    def _idle_expired(self) -> None:
+        self._idle = None
+        self._closing = True
+        self.transport.loseConnection()
+
+    # -- requests ----------------------------------------------------------------------------
+    def dataReceived(self, data: bytes) -> None:
+        if self._closing:
+            return
+        self._buffer += data
+        while True:
+            head, sep, rest = self._buffer.partition(b"\r\n\r\n")
+            if not sep:
+                break
+            self._buffer = rest
+            head = head.lstrip(b"\r\n")  # tolerate stray CRLF between requests (RFC 9112)
+            request = _parse_head(head)
+            self._queue.append(request)
+            if self._host is not None:
+                self._server.stats._request_received(self._host.index)
+            if request.close:
+                self._buffer = b""  # nothing after a closing request will be answered
+                break
+        if len(self._buffer) > _MAX_HEAD:
+            self._closing = True
+            self.transport.loseConnection()
+            return
+        self._next()
+
+    def _next(self) -> None:
+        if self._pending is not None or not self._queue or self._closing:
+            return
+        self._disarm_idle()
+        delay = 0.0
+        if self._host is not None:
+            delay = self._host.response_delay
+            if self._responses == 0:
+                delay += self._host.connect_delay
+            delay *= self._server.delay_scale
+        self._pending = self._server.reactor.callLater(delay, self._respond)
+
+    def _respond(self) -> None:
+        self._pending = None
+        request = self._queue.popleft()
+        self._responses += 1
+        if self._control:
+            status, ctype, body, page_id = self._server._control_response(request)
+        else:
+            status, ctype, body, page_id = self._server._host_response(self._host, request)
+        host = self._host
+        close = request.close  # True for malformed requests too
+        if host is not None:
+            remaining = host.max_requests_per_connection - self._responses
+            close = close or host.http10 or remaining <= 0
+        version = "HTTP/1.0" if host is not None and host.http10 else "HTTP/1.1"
+        lines = [
+            f"{version} {status} {_REASONS[status]}",
+            "Server: twolevel-testweb",
+            f"Content-Type: {ctype}",
+            f"Content-Length: {len(body)}",
+        ]
+        if close:
+            lines.append("Connection: close")
+        else:
+            lines.append("Connection: keep-alive")
+            if host is not None:
+                timeout = int(self._server.idle_timeout)
+                lines.append(f"Keep-Alive: timeout={timeout}, max={remaining}")
+        head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+        self.transport.write(head if request.method == "HEAD" else head + body)
+        if host is not None:
+            self._server.stats._response_written(
+                ResponseEvent(
+                    self._server.clock(),
+                    host.index,
+                    request.path,
+                    self._id,
+                    page_id,
+                    status,
+                    request.method,
+                )
+            )
+        if close:
+            self._closing = True
+            self.transport.loseConnection()  # connectionLost counts any queued as aborted
+            return
+        if self._queue:
+            self._next()
+        else:
+            self._arm_idle()
+
+
+class TestWebServer:
+    """Serves a :class:`WebSpec` on loopback: every host on its own address, one port for all.
+
+    Use it in the crawl's own reactor (see :func:`scrapy_twolevel.testing.spider.run_crawl`)
+    or in a separate process (``python -m scrapy_twolevel.testing serve``), where
+    ``http://127.0.0.1:PORT/_stats`` returns :meth:`ServerStats.to_dict` as JSON
+    (``/_reset`` clears it, ``/_web`` returns the web).
+    """
+
+    __test__ = False  # not a pytest test class, despite the name
+
+    def __init__(
+        self,
+        web: WebSpec,
+        *,
+        delay_scale: float = 1.0,
+        reactor: Any = None,
+        idle_timeout: float = 30.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if delay_scale < 0:
+            raise ValueError(f"delay_scale must be >= 0, got {delay_scale}")
+        self.web = web
+        self.delay_scale = delay_scale
+        self.idle_timeout = idle_timeout
+        self.clock = clock
+        self.stats = ServerStats(len(web.hosts))
+        self._reactor = reactor
+        self._port = 0
+        self._listeners: list[IListeningPort] = []
+        self._protocols: set[_TestWebProtocol] = set()
+        self._connection_ids = 0
+
+    @property
+    def reactor(self) -> Any:
+        """The reactor in use; the global one is imported only when first needed."""
+        if self._reactor is None:
+            from twisted.internet import reactor
+
+            self._reactor = reactor
+        return self._reactor
+
+    @property
+    def port(self) -> int:
+        """The port every host listens on (0 before :meth:`start`)."""
+        return self._port
+
+    @property
+    def control_url(self) -> str:
+        """Base URL of the control endpoint (``/_stats``, ``/_reset``, ``/_web``)."""
+        return f"http://{CONTROL_ADDRESS}:{self._port}"
+
+    @property
+    def seeds_urls(self) -> list[str]:
+        """Absolute URLs of the web's seed pages."""
+        return [self.url(s) for s in self.web.seeds]
+
+    def url(self, page_id: int) -> str:
+        """Absolute URL of a page on this running server."""
+        if not self._port:
+            raise RuntimeError("the server is not started")
+        return self.web.url(page_id, self._port)
+
+    def start(self, port: int = 0, *, attempts: int = 20) -> int:
+        """Listen on every host address and the control address with one port; return it.
+
+        With ``port=0`` the OS picks a free port for host 0 and the others reuse it; if it is
+        taken on another address, all listeners are closed and another port is tried.
+        """
+        if self._listeners:
+            raise RuntimeError("the server is already started")
+        reactor: IReactorTCP = self.reactor
+        factory = Factory.forProtocol(lambda: _TestWebProtocol(self))
+        factory.noisy = False
+        addresses = [h.address for h in self.web.hosts] + [CONTROL_ADDRESS]
+        for attempt in range(attempts if port == 0 else 1):
+            chosen = port
+            try:
+                for address in addresses:
+                    listener = reactor.listenTCP(chosen, factory, interface=address)
+                    self._listeners.append(listener)
+                    chosen = listener.getHost().port
+            except CannotListenError:
+                for listener in self._listeners:
+                    listener.stopListening().addErrback(lambda _: None)
+                self._listeners.clear()
+                if port != 0 or attempt == attempts - 1:
+                    raise
+                continue
+            self._port = chosen
+            return chosen
+        raise AssertionError("unreachable")
+
+    def stop(self) -> Deferred[None]:
+        """Stop listening and drop every open connection; fires when all are closed."""
+        waits: list[Deferred[Any]] = [listener.stopListening() for listener in self._listeners]
+        self._listeners.clear()
+        for proto in list(self._protocols):
+            waits.append(proto.lost)
+            proto.transport.abortConnection()
+        if not waits:
+            return succeed(None)
+        d: Deferred[Any] = DeferredList(waits, consumeErrors=True)
+        return d.addCallback(lambda _: None)
+
+    # -- used by the protocol ----------------------------------------------------------------
+    def _new_connection(self, proto: _TestWebProtocol) -> int:
+        self._protocols.add(proto)
+        self._connection_ids += 1
+        return self._connection_ids
+
+    def _connection_lost(self, proto: _TestWebProtocol) -> None:
+        self._protocols.discard(proto)
+
+    def _host_response(
+        self, host: HostSpec | None, request: _Request
+    ) -> tuple[int, str, bytes, int | None]:
+        if request.status:
+            return request.status, "text/plain", b"error\n", None
+        assert host is not None
+        if request.path == "/robots.txt":
+            return 200, "text/plain", _ROBOTS, None
+        page = self.web.page_by_address_path(host.address, request.path)
+        if page is None:
+            return 404, "text/plain", b"not found\n", None
+        return 200, "text/html; charset=utf-8", render_page(self.web, page.id, self._port), page.id
+
+    def _control_response(self, request: _Request) -> tuple[int, str, bytes, int | None]:
+        if request.status:
+            return request.status, "text/plain", b"error\n", None
+        self.stats.control_requests += 1
+        if request.path == "/_stats":
+            return 200, "application/json", json.dumps(self.stats.to_dict()).encode(), None
+        if request.path == "/_reset":
+            self.stats.reset()
+            return 200, "application/json", b'{"ok": true}', None
+        if request.path == "/_web":
+            return 200, "application/json", self.web.to_json().encode(), None
+        return 404, "text/plain", b"not found\n", None
+
+
+def fetch_remote_stats(control_url: str, *, timeout: float = 10.0) -> ServerStats:
+    """Read a server's stats over HTTP (blocking; for tests and benchmark drivers)."""
+    with urllib.request.urlopen(f"{control_url}/_stats", timeout=timeout) as response:
+        return ServerStats.from_dict(json.loads(response.read()))

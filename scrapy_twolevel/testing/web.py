@@ -1,0 +1,358 @@
+"""The shape of a fake multi-host web: hosts, pages, links and qualities.
+
+Pure data and a deterministic generator; it imports neither Scrapy nor Twisted so that
+benchmarks, tests and the server can share one description of the web (and pass it to a
+subprocess as JSON).
+
+Each host gets its own loopback address (``127.0.{1 + i // 250}.{1 + i % 250}``), so Scrapy
+sees distinct hostnames and therefore distinct download slots, while ``127.0.0.1`` stays free
+for the server's control endpoint.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+from collections import deque
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+__all__ = [
+    "CONTROL_ADDRESS",
+    "HostProfile",
+    "HostSpec",
+    "PageSpec",
+    "WebSpec",
+    "generate_web",
+    "host_address",
+    "page_path",
+]
+
+#: The address of the control endpoint (``/_stats``); never used by a host.
+CONTROL_ADDRESS = "127.0.0.1"
+
+_MAX_HOSTS = 250 * 254  # third octet 1..254, fourth octet 1..250
+
+
+def host_address(index: int) -> str:
+    """Loopback address of host ``index``; one address per host so each is its own slot."""
+    if not 0 <= index < _MAX_HOSTS:
+        raise ValueError(f"host index {index} out of range 0..{_MAX_HOSTS - 1}")
+    return f"127.0.{1 + index // 250}.{1 + index % 250}"
+
+
+def page_path(k: int) -> str:
+    """Path of the ``k``-th page of a host: ``/`` for the home page, ``/p/{k}`` otherwise."""
+    return "/" if k == 0 else f"/p/{k}"
+
+
+@dataclass(frozen=True, slots=True)
+class HostProfile:
+    """How a host behaves, given to :func:`generate_web` to make a test's answer certain.
+
+    Page quality on the host is ``quality_scale * u`` with ``u`` uniform in [0.5, 1], so two
+    hosts whose scales differ by more than a factor of two have disjoint quality ranges.
+    """
+
+    connect_delay: float = 0.01
+    response_delay: float = 0.01
+    max_requests_per_connection: int = 100
+    http10: bool = False
+    quality_scale: float = 1.0
+
+    def __post_init__(self) -> None:
+        if self.connect_delay < 0 or self.response_delay < 0:
+            raise ValueError(f"delays must be >= 0, got {self!r}")
+        if self.max_requests_per_connection < 1:
+            raise ValueError(
+                f"max_requests_per_connection must be >= 1, got {self.max_requests_per_connection}"
+            )
+        if self.http10 and self.max_requests_per_connection != 1:
+            raise ValueError("http10=True implies max_requests_per_connection=1")
+        if not 0 < self.quality_scale <= 1:
+            raise ValueError(f"quality_scale must be in (0, 1], got {self.quality_scale}")
+
+
+@dataclass(frozen=True, slots=True)
+class HostSpec:
+    """One host of the test web and the network behaviour the server simulates for it."""
+
+    index: int
+    address: str
+    #: Extra seconds before the first response on each new connection (TCP/TLS set-up cost).
+    connect_delay: float
+    #: Seconds before every response.
+    response_delay: float
+    #: The server closes the connection after this many responses; 1 is HTTP/1.0 style.
+    max_requests_per_connection: int
+    #: Answer with an ``HTTP/1.0`` status line and close after every response.
+    http10: bool
+
+    def __post_init__(self) -> None:
+        if self.http10 and self.max_requests_per_connection != 1:
+            raise ValueError(f"host {self.index}: http10 implies max_requests_per_connection=1")
+        if self.max_requests_per_connection < 1:
+            raise ValueError(f"host {self.index}: max_requests_per_connection must be >= 1")
+
+
+@dataclass(frozen=True, slots=True)
+class PageSpec:
+    """One page: where it lives, how good it is, and which pages (by id) it links to."""
+
+    id: int
+    host: int
+    path: str
+    quality: float
+    links: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class WebSpec:
+    """A whole test web. Page ids are indexes into ``pages``; ``seeds`` are page ids."""
+
+    hosts: tuple[HostSpec, ...]
+    pages: tuple[PageSpec, ...]
+    seeds: tuple[int, ...]
+    _by_address_path: dict[tuple[str, str], PageSpec] = field(init=False, repr=False, compare=False)
+    _by_address: dict[str, HostSpec] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        for i, host in enumerate(self.hosts):
+            if host.index != i:
+                raise ValueError(f"hosts[{i}].index is {host.index}, expected {i}")
+        for i, page in enumerate(self.pages):
+            if page.id != i:
+                raise ValueError(f"pages[{i}].id is {page.id}, expected {i}")
+            if not 0 <= page.host < len(self.hosts):
+                raise ValueError(f"page {i} is on unknown host {page.host}")
+            if any(not 0 <= link < len(self.pages) for link in page.links):
+                raise ValueError(f"page {i} links to an unknown page")
+        if any(not 0 <= s < len(self.pages) for s in self.seeds):
+            raise ValueError("a seed is not a page id")
+        by_address = {h.address: h for h in self.hosts}
+        if len(by_address) != len(self.hosts) or CONTROL_ADDRESS in by_address:
+            raise ValueError(f"host addresses must be unique and differ from {CONTROL_ADDRESS}")
+        by_path = {(self.hosts[p.host].address, p.path): p for p in self.pages}
+        if len(by_path) != len(self.pages):
+            raise ValueError("two pages share a host and a path")
+        object.__setattr__(self, "_by_address", by_address)
+        object.__setattr__(self, "_by_address_path", by_path)
+
+    def url(self, page_id: int, port: int) -> str:
+        """Absolute URL of a page when the server listens on ``port``."""
+        page = self.pages[page_id]
+        return f"http://{self.hosts[page.host].address}:{port}{page.path}"
+
+    def reachable(self) -> set[int]:
+        """Page ids reachable from the seeds by following links (what a full crawl must fetch)."""
+        seen = set(self.seeds)
+        todo = deque(self.seeds)
+        while todo:
+            for link in self.pages[todo.popleft()].links:
+                if link not in seen:
+                    seen.add(link)
+                    todo.append(link)
+        return seen
+
+    def host_by_address(self, address: str) -> HostSpec | None:
+        """The host listening on ``address``, or None (e.g. for the control address)."""
+        return self._by_address.get(address)
+
+    def page_by_address_path(self, address: str, path: str) -> PageSpec | None:
+        """The page served at ``path`` on the host with ``address``, or None (a 404)."""
+        return self._by_address_path.get((address, path))
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain, JSON-able dict (lists instead of tuples)."""
+        return {
+            "hosts": [asdict(h) for h in self.hosts],
+            "pages": [{**asdict(p), "links": list(p.links)} for p in self.pages],
+            "seeds": list(self.seeds),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> WebSpec:
+        """Inverse of :meth:`to_dict`."""
+        return cls(
+            hosts=tuple(HostSpec(**h) for h in data["hosts"]),
+            pages=tuple(
+                PageSpec(
+                    id=p["id"],
+                    host=p["host"],
+                    path=p["path"],
+                    quality=p["quality"],
+                    links=tuple(p["links"]),
+                )
+                for p in data["pages"]
+            ),
+            seeds=tuple(data["seeds"]),
+        )
+
+    def to_json(self) -> str:
+        """JSON text, so a web can be handed to a server or crawl in another process."""
+        return json.dumps(self.to_dict(), separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, text: str) -> WebSpec:
+        """Inverse of :meth:`to_json`."""
+        return cls.from_dict(json.loads(text))
+
+
+def _default_profile(rng: random.Random) -> HostProfile:
+    """A realistic mix, kept fast: a 20x30 web crawls in seconds.
+
+    ~60% fast hosts (5-20 ms per response), the rest slow (50-200 ms); about a quarter
+    HTTP/1.0 style (one request per connection), the others keep-alive with 5..100 requests
+    per connection; connection set-up 5-100 ms.
+    """
+    fast = rng.random() < 0.6
+    response_delay = rng.uniform(0.005, 0.02) if fast else rng.uniform(0.05, 0.2)
+    connect_delay = rng.uniform(0.005, 0.1)
+    http10 = rng.random() < 0.25
+    max_requests = 1 if http10 else rng.randint(5, 100)
+    quality_scale = rng.uniform(0.2, 1.0)
+    return HostProfile(
+        connect_delay=round(connect_delay, 4),
+        response_delay=round(response_delay, 4),
+        max_requests_per_connection=max_requests,
+        http10=http10,
+        quality_scale=round(quality_scale, 4),
+    )
+
+
+def generate_web(
+    n_hosts: int = 20,
+    pages_per_host: int = 30,
+    *,
+    seed: int = 0,
+    same_host_links: float = 0.9,
+    links_per_page: int = 5,
+    n_seeds: int | None = None,
+    host_profiles: Sequence[HostProfile] | Mapping[int, HostProfile] | None = None,
+) -> WebSpec:
+    """Build a deterministic random web (same ``seed``, same web).
+
+    Reachability is guaranteed by construction, not by luck:
+
+    * within a host, page ``k`` links to page ``k + 1`` (a chain from ``/``);
+    * seeds are the home pages of the first ``n_seeds`` hosts in a random host order
+      (default: a quarter of the hosts, at least one);
+    * every later host in that order gets one link to its home page from a random page of
+      a host earlier in the order, so each host's home page, and with it the whole chain,
+      is reachable.
+
+    The remaining link slots are filled so that, over the whole web, the fraction of
+    same-host links is as close to ``same_host_links`` as the forced links allow.
+
+    ``host_profiles`` sets every host's behaviour (a sequence of ``n_hosts`` profiles) or
+    overrides some hosts (a mapping index -> profile); the others get random default
+    profiles. Overriding profiles does not change the link structure for a given seed.
+    """
+    if n_hosts < 1 or pages_per_host < 1:
+        raise ValueError(
+            f"need n_hosts >= 1 and pages_per_host >= 1, got {n_hosts}, {pages_per_host}"
+        )
+    if n_hosts > _MAX_HOSTS:
+        raise ValueError(f"n_hosts must be <= {_MAX_HOSTS}, got {n_hosts}")
+    if not 0 <= same_host_links <= 1:
+        raise ValueError(f"same_host_links must be in [0, 1], got {same_host_links}")
+    if links_per_page < 2:
+        raise ValueError(f"links_per_page must be >= 2 (chain + entry link), got {links_per_page}")
+    if n_seeds is None:
+        n_seeds = max(1, math.ceil(n_hosts / 4))
+    if not 1 <= n_seeds <= n_hosts:
+        raise ValueError(f"n_seeds must be in 1..{n_hosts}, got {n_seeds}")
+    if isinstance(host_profiles, Sequence) and len(host_profiles) != n_hosts:
+        raise ValueError(f"host_profiles has {len(host_profiles)} entries, expected {n_hosts}")
+
+    rng = random.Random(seed)
+    # Draw every default profile even when overridden, so overrides leave links unchanged.
+    profiles = [_default_profile(rng) for _ in range(n_hosts)]
+    if isinstance(host_profiles, Mapping):
+        for index, profile in host_profiles.items():
+            if not 0 <= index < n_hosts:
+                raise ValueError(f"host_profiles key {index} out of range 0..{n_hosts - 1}")
+            profiles[index] = profile
+    elif host_profiles is not None:
+        profiles = list(host_profiles)
+
+    hosts = tuple(
+        HostSpec(
+            index=i,
+            address=host_address(i),
+            connect_delay=p.connect_delay,
+            response_delay=p.response_delay,
+            max_requests_per_connection=p.max_requests_per_connection,
+            http10=p.http10,
+        )
+        for i, p in enumerate(profiles)
+    )
+
+    def pid(host: int, k: int) -> int:
+        return host * pages_per_host + k
+
+    n_pages = n_hosts * pages_per_host
+    links: list[list[int]] = [[] for _ in range(n_pages)]
+    # Forced links: the chain inside each host ...
+    for h in range(n_hosts):
+        for k in range(pages_per_host - 1):
+            links[pid(h, k)].append(pid(h, k + 1))
+    forced_same = n_hosts * (pages_per_host - 1)
+    # ... and one entry link into each non-seed host.
+    order = list(range(n_hosts))
+    rng.shuffle(order)
+    seeds = tuple(sorted(pid(h, 0) for h in order[:n_seeds]))
+    forced_cross = 0
+    for j in range(n_seeds, n_hosts):
+        for _ in range(100):  # find a page with a free slot; the chain leaves most pages one
+            src = pid(rng.choice(order[:j]), rng.randrange(pages_per_host))
+            if len(links[src]) < links_per_page:
+                break
+        links[src].append(pid(order[j], 0))
+        forced_cross += 1
+
+    # Free slots: choose exactly enough of them to be same-host to hit the target fraction.
+    slots = [(p, s) for p in range(n_pages) for s in range(links_per_page - len(links[p]))]
+    if n_pages == 1:
+        slots = []  # a lone page has nothing to link to
+    total = sum(len(x) for x in links) + len(slots)
+    want_same = round(same_host_links * total) - forced_same
+    if n_hosts == 1:
+        want_same = len(slots)
+    if pages_per_host == 1:
+        want_same = 0
+    want_same = min(max(want_same, 0), len(slots))
+    same_slots = set(rng.sample(range(len(slots)), want_same))
+    for i, (p, _) in enumerate(slots):
+        h, k = divmod(p, pages_per_host)
+        if i in same_slots:
+            # any other page of the same host
+            k2 = rng.randrange(pages_per_host - 1)
+            target = pid(h, k2 if k2 < k else k2 + 1)
+        else:
+            h2 = rng.randrange(n_hosts - 1)
+            target = pid(h2 if h2 < h else h2 + 1, rng.randrange(pages_per_host))
+        links[p].append(target)
+
+    pages = []
+    for p in range(n_pages):
+        h, k = divmod(p, pages_per_host)
+        quality = max(round(profiles[h].quality_scale * rng.uniform(0.5, 1.0), 6), 1e-6)
+        page_links = links[p]
+        rng.shuffle(page_links)
+        pages.append(
+            PageSpec(id=p, host=h, path=page_path(k), quality=quality, links=tuple(page_links))
+        )
+    return WebSpec(hosts=hosts, pages=tuple(pages), seeds=seeds)
+
+
+def quality_to_priority(quality: float) -> int:
+    """Request priority for a page of ``quality`` in (0, 1].
+
+    Scrapy priorities are integers and the scheduler's default page quality is
+    ``request.priority``, so qualities are scaled by 10**6 (the generator rounds them to six
+    decimals, so no two distinct qualities collide).
+    """
+    return round(quality * 1_000_000)

@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Run the whole test suite on a fresh machine: make a venv, install, lint, build docs, test.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+[ -x .venv/bin/python ] || "$PY" -m venv .venv
+.venv/bin/python -m pip install -q --disable-pip-version-check -e ".[test]"
+.venv/bin/ruff check .
+.venv/bin/python -m sphinx -W -q -b html docs docs/_build/html
+.venv/bin/python -m pytest -q "$@"

@@ -1,0 +1,338 @@
+"""Integration: real crawls (CrawlerProcess in a subprocess) against the local test web.
+
+Each crawl runs ``python -m scrapy_twolevel.testing crawl``: the test web and Scrapy share
+one reactor, over real loopback sockets; the server counts what the crawler did to each
+host, so politeness is checked from the server's side.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from statistics import mean, median
+
+import pytest
+
+from scrapy_twolevel.testing import HostProfile, generate_web
+from scrapy_twolevel.testing.spider import CrawlResult
+
+HERE = Path(__file__).parent
+POLICIES = ["breadth-first", "performance-first", "quality-first", "crawl-capability"]
+TWOLEVEL = {
+    "SCHEDULER": "scrapy_twolevel.scheduler.TwoLevelScheduler",
+    "DOWNLOADER_MIDDLEWARES": {"scrapy_twolevel.middleware.HostMetricsMiddleware": 950},
+}
+
+
+def crawl(tmp_path, web, settings, *, port=0, interrupt_after=None, extra_seeds=(), timeout=120):
+    """Run one crawl in a subprocess; return its CrawlResult."""
+    web_file = tmp_path / f"web-{os.urandom(4).hex()}.json"
+    web_file.write_text(web.to_json())
+    out = tmp_path / f"result-{os.urandom(4).hex()}.json"
+    cmd = [
+        sys.executable,
+        "-m",
+        "scrapy_twolevel.testing",
+        "crawl",
+        "--web",
+        str(web_file),
+        "--output",
+        str(out),
+        "--port",
+        str(port),
+    ]
+    if interrupt_after is not None:
+        cmd += ["--interrupt-after", str(interrupt_after)]
+    for url in extra_seeds:
+        cmd += ["--extra-seed", url]
+    for name, value in settings.items():
+        cmd += ["--set", f"{name}={json.dumps(value)}"]
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]),
+    }
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return CrawlResult.from_dict(json.loads(out.read_text()))
+
+
+def assert_polite(result):
+    per_host_requests = result.server.max_concurrent_requests_per_host()
+    per_host_connections = result.server.max_concurrent_connections_per_host()
+    assert max(per_host_requests.values()) == 1, per_host_requests
+    assert max(per_host_connections.values()) == 1, per_host_connections
+
+
+def fast_web(**kwargs):
+    profiles = [
+        HostProfile(connect_delay=0.002, response_delay=0.003, max_requests_per_connection=20),
+        HostProfile(
+            connect_delay=0.004, response_delay=0.006, max_requests_per_connection=1, http10=True
+        ),
+        HostProfile(connect_delay=0.002, response_delay=0.004, max_requests_per_connection=5),
+    ]
+    return generate_web(
+        8,
+        12,
+        seed=kwargs.pop("seed", 3),
+        host_profiles=[profiles[i % 3] for i in range(8)],
+        **kwargs,
+    )
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+def test_every_page_once_and_polite(tmp_path, policy):
+    web = fast_web()
+    result = crawl(tmp_path, web, {**TWOLEVEL, "TWOLEVEL_POLICY": policy, "CONCURRENT_REQUESTS": 3})
+    assert result.server.fetch_counts() == {page: 1 for page in web.reachable()}
+    assert_polite(result)
+    stats = result.crawl_stats
+    assert stats["finish_reason"] == "finished"
+    assert stats["twolevel/policy"] == policy
+    assert stats["scheduler/enqueued"] == stats["scheduler/dequeued"]
+    assert stats["twolevel/metrics/responses"] == len(web.reachable())
+    assert stats["twolevel/hosts"] == len(web.hosts)
+    http10_keys = {f"twolevel/host/{h.address}/keepalive" for h in web.hosts if h.http10}
+    assert http10_keys <= stats.keys()
+    assert not any(stats[k] for k in http10_keys)  # measured: they close every connection
+    # Sessions over one kept-alive connection: fewer connections than pages, except on the
+    # HTTP/1.0-style hosts, which close after every request.
+    http10 = {h.index for h in web.hosts if h.http10}
+    pages_on = {h: sum(1 for p in web.pages if p.host == h) for h in range(len(web.hosts))}
+    for host, connections in result.server.connections_per_host().items():
+        if host in http10:
+            assert connections == pages_on[host]
+        else:
+            assert connections < pages_on[host]
+
+
+def test_stock_scrapy_is_not_polite_on_the_same_web_but_twolevel_is(tmp_path):
+    """The server-side count that would catch a politeness bug (ours or Scrapy's)."""
+    web = generate_web(
+        4,
+        30,
+        seed=5,
+        n_seeds=4,
+        host_profiles=[HostProfile(connect_delay=0.005, response_delay=0.05)] * 4,
+    )
+    settings = {"CONCURRENT_REQUESTS": 16, "CONCURRENT_REQUESTS_PER_DOMAIN": 1}
+    ours = crawl(tmp_path, web, {**settings, **TWOLEVEL})
+    assert_polite(ours)
+    stock = crawl(tmp_path, web, settings)
+    assert stock.server.fetch_counts() == ours.server.fetch_counts()
+    # Scrapy 2.19 on asyncio: the downloader's per-slot limit does not hold. If Scrapy fixes
+    # this, this line fails and docs/architecture.rst should say so.
+    assert max(stock.server.max_concurrent_requests_per_host().values()) > 1
+
+
+def test_addon_alone_activates_everything(tmp_path):
+    web = fast_web(seed=4)
+    result = crawl(
+        tmp_path, web, {"ADDONS": {"scrapy_twolevel.Addon": 0}, "CONCURRENT_REQUESTS": 4}
+    )
+    assert result.crawl_stats["twolevel/policy"] == "crawl-capability"
+    assert result.crawl_stats["twolevel/metrics/responses"] > 0
+    assert result.server.fetch_counts() == {page: 1 for page in web.reachable()}
+    assert_polite(result)
+
+
+def _split_hosts_web(slow_profile, fast_profile, quality=(1.0, 1.0)):
+    """Hosts 0-3 slow, 4-7 fast, every home page a seed, so all hosts compete at once."""
+    profiles = {i: HostProfile(**slow_profile, quality_scale=quality[0]) for i in range(4)}
+    profiles |= {i: HostProfile(**fast_profile, quality_scale=quality[1]) for i in range(4, 8)}
+    return generate_web(8, 15, seed=11, n_seeds=8, same_host_links=1.0, host_profiles=profiles)
+
+
+def _positions(result, web, hosts):
+    order = result.server.order()
+    return [i for i, page in enumerate(order) if web.pages[page].host in hosts]
+
+
+def test_performance_first_fetches_fast_hosts_pages_first(tmp_path):
+    web = _split_hosts_web(
+        {"connect_delay": 0.04, "response_delay": 0.06},
+        {"connect_delay": 0.002, "response_delay": 0.003},
+    )
+    settings = {**TWOLEVEL, "CONCURRENT_REQUESTS": 2}
+    perf = crawl(tmp_path, web, {**settings, "TWOLEVEL_POLICY": "performance-first"})
+    bf = crawl(tmp_path, web, {**settings, "TWOLEVEL_POLICY": "breadth-first"})
+    for result in (perf, bf):
+        assert result.server.fetch_counts() == {page: 1 for page in web.reachable()}
+        assert_polite(result)
+    fast = range(4, 8)
+    perf_fast = mean(_positions(perf, web, fast))
+    bf_fast = mean(_positions(bf, web, fast))
+    # 120 pages, 60 on fast hosts: fetched all first, their mean position would be 29.5.
+    assert perf_fast < bf_fast
+    assert perf_fast < 45
+
+
+def test_quality_first_fetches_best_pages_first(tmp_path):
+    # Same speeds everywhere; hosts 4-7 hold pages of 10x the quality of hosts 0-3.
+    same = {"connect_delay": 0.002, "response_delay": 0.003}
+    web = _split_hosts_web(same, same, quality=(0.1, 1.0))
+    settings = {**TWOLEVEL, "CONCURRENT_REQUESTS": 2}
+    qf = crawl(tmp_path, web, {**settings, "TWOLEVEL_POLICY": "quality-first"})
+    bf = crawl(tmp_path, web, {**settings, "TWOLEVEL_POLICY": "breadth-first"})
+    assert_polite(qf)
+
+    def first_half_quality(result):
+        order = result.server.order()
+        return sum(web.pages[p].quality for p in order[: len(order) // 2])
+
+    total = sum(p.quality for p in web.pages)
+    assert first_half_quality(qf) > first_half_quality(bf)
+    assert first_half_quality(qf) > 0.8 * total
+
+
+def test_interrupted_jobdir_crawl_resumes_and_fetches_every_page_once(tmp_path):
+    web = generate_web(
+        6,
+        20,
+        seed=7,
+        host_profiles=[
+            HostProfile(connect_delay=0.005, response_delay=0.01, max_requests_per_connection=10)
+        ]
+        * 6,
+    )
+    jobdir = tmp_path / "job"
+    settings = {**TWOLEVEL, "JOBDIR": str(jobdir), "CONCURRENT_REQUESTS": 3}
+    first = crawl(tmp_path, web, settings, interrupt_after=25)
+    assert first.crawl_stats["finish_reason"] == "shutdown"
+    fetched_first = first.server.fetch_counts()
+    assert 25 <= sum(fetched_first.values()) < len(web.reachable())
+    hosts_file = json.loads((jobdir / "twolevel" / "hosts.json").read_text())
+    assert hosts_file["hosts"], "host estimates are saved at the pause"
+
+    second = crawl(tmp_path, web, settings, port=first.port)
+    assert second.crawl_stats["finish_reason"] == "finished"
+    fetched_second = second.server.fetch_counts()
+    both = {p: fetched_first.get(p, 0) + fetched_second.get(p, 0) for p in web.reachable()}
+    assert both == {page: 1 for page in web.reachable()}
+    assert set(fetched_first) | set(fetched_second) == web.reachable()
+    assert_polite(second)
+
+
+def test_scrapy_internals_we_rely_on_still_exist(tmp_path):
+    """Fails loudly if Scrapy renames engine._slot.nextcall or downloader.active."""
+    web = fast_web(seed=9)
+    result = crawl(
+        tmp_path,
+        web,
+        {
+            **TWOLEVEL,
+            "DOWNLOADER_MIDDLEWARES": {
+                **TWOLEVEL["DOWNLOADER_MIDDLEWARES"],
+                "crawl_helpers.InternalsProbe": 960,
+            },
+        },
+    )
+    stats = result.crawl_stats
+    assert stats["probe/requests"] == len(web.reachable())
+    assert stats["probe/in_downloader"] == stats["probe/requests"]
+    assert stats["probe/woke_engine"] == stats["probe/requests"]
+
+
+def test_requests_dropped_before_download_free_their_host(tmp_path):
+    web = fast_web(seed=5)
+    dropped = {"p/3", "p/4"}
+    result = crawl(
+        tmp_path,
+        web,
+        {
+            **TWOLEVEL,
+            "CONCURRENT_REQUESTS": 2,
+            "DROP_PATHS": sorted(dropped),
+            "DOWNLOADER_MIDDLEWARES": {
+                **TWOLEVEL["DOWNLOADER_MIDDLEWARES"],
+                "crawl_helpers.DropSomePaths": 100,
+            },
+        },
+    )
+    # Reachable without going through a dropped page.
+    blocked = {p.id for p in web.pages if p.path.lstrip("/") in dropped}
+    reachable, todo = set(), [s for s in web.seeds if s not in blocked]
+    while todo:
+        page = todo.pop()
+        if page in reachable:
+            continue
+        reachable.add(page)
+        todo += [t for t in web.pages[page].links if t not in blocked]
+    assert result.crawl_stats["finish_reason"] == "finished"
+    assert set(result.server.fetch_counts()) == reachable
+    released = result.crawl_stats["twolevel/released_without_download"]
+    requested_blocked = {p for p in blocked if any(p in web.pages[r].links for r in reachable)}
+    assert released == len(requested_blocked) > 0
+    assert_polite(result)
+
+
+def test_no_stall_waiting_for_the_engine_heartbeat(tmp_path):
+    """One host, pages fetched one after another: each must follow the previous at once.
+
+    Scrapy's heartbeat wakes an idle engine every 5 s; a scheduler that held a request back
+    and never woke the engine would show multi-second gaps here.
+    """
+    web = generate_web(
+        1,
+        15,
+        seed=1,
+        same_host_links=1.0,
+        links_per_page=2,
+        host_profiles=[HostProfile(connect_delay=0.001, response_delay=0.001)],
+    )
+    result = crawl(tmp_path, web, {**TWOLEVEL, "TWOLEVEL_POLICY": "breadth-first"})
+    times = [e.time for e in result.server.events if e.page_id is not None]
+    assert len(times) == 15
+    assert max(b - a for a, b in itertools.pairwise(times)) < 2.5
+
+
+def test_data_url_takes_the_plain_lane_in_a_real_crawl(tmp_path):
+    web = fast_web(seed=6)
+    data_url = "data:text/html,<a href='nowhere'>x</a>"
+    result = crawl(
+        tmp_path, web, {**TWOLEVEL, "TWOLEVEL_POLICY": "breadth-first"}, extra_seeds=[data_url]
+    )
+    assert result.crawl_stats["twolevel/plain_lane"] == 1
+    assert any(item["url"].startswith("data:text/html") for item in result.items)
+    assert result.server.fetch_counts() == {page: 1 for page in web.reachable()}
+
+
+@pytest.mark.parametrize(
+    "downloader_settings",
+    [
+        {"DOWNLOAD_DELAY": 0.05, "DOWNLOAD_DELAY_JITTER": 0},
+        # AutoThrottle adapts the delay to latency but never below DOWNLOAD_DELAY.
+        {
+            "AUTOTHROTTLE_ENABLED": True,
+            "AUTOTHROTTLE_START_DELAY": 0.2,
+            "DOWNLOAD_DELAY": 0.05,
+            "DOWNLOAD_DELAY_JITTER": 0,
+        },
+    ],
+    ids=["download-delay", "autothrottle"],
+)
+def test_downloader_delays_still_apply(tmp_path, downloader_settings):
+    web = generate_web(
+        3,
+        8,
+        seed=2,
+        n_seeds=3,
+        host_profiles=[HostProfile(connect_delay=0.001, response_delay=0.001)] * 3,
+    )
+    result = crawl(tmp_path, web, {**TWOLEVEL, **downloader_settings})
+    assert result.server.fetch_counts() == {page: 1 for page in web.reachable()}
+    assert_polite(result)
+    by_host = {}
+    for event in result.server.events:
+        by_host.setdefault(event.host, []).append(event.time)
+    gaps = [b - a for times in by_host.values() for a, b in itertools.pairwise(times)]
+    # The downloader spaces the requests of one slot by the delay (no jitter). Response
+    # times also carry set-up and scheduling noise (one late response shortens the next
+    # gap), so: the median gap at least the delay, none below half. Without the delay,
+    # gaps are ~2 ms.
+    assert median(gaps) >= 0.045
+    assert min(gaps) >= 0.025

@@ -1,0 +1,402 @@
+"""Unit tests of the Scrapy-free frontier: formulas checked against hand-computed values."""
+
+from __future__ import annotations
+
+import pytest
+
+from scrapy_twolevel.frontier import (
+    PLAIN_LANE,
+    BreadthFirst,
+    CostParams,
+    CrawlCapability,
+    FifoHostQueue,
+    HostEstimate,
+    PerformanceFirst,
+    QualityFirst,
+    QualityHostQueue,
+    TwoLevelFrontier,
+    ewma,
+)
+from scrapy_twolevel.frontier.connections import ConnectionTracker, ReplyFacts
+
+PARAMS = CostParams(
+    default_requests_per_connection=50,
+    keepalive_speedup=1.2,
+    alpha=0.8,
+    default_connection_time=0.1,
+    default_response_time=0.1,
+)
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def drain(frontier: TwoLevelFrontier) -> list[tuple[str, object]]:
+    """Pop everything, finishing every request right after it is handed out."""
+    out = []
+    while len(frontier):
+        popped = frontier.pop()
+        assert popped is not None, "a frontier with idle hosts and work must hand something out"
+        out.append(popped)
+        frontier.done(popped[0])
+    return out
+
+
+# -- estimates ---------------------------------------------------------------------
+
+
+def test_ewma_hand_computed():
+    assert ewma(0.1, 0.5, 0.8) == pytest.approx(0.18)
+    assert ewma(10.0, 0.0, 0.0) == 0.0
+
+
+def test_batch_size_is_min_of_requests_per_connection_and_queue():
+    est = HostEstimate.new(PARAMS)
+    assert est.batch_size(0) == 0
+    assert est.batch_size(10) == 10
+    assert est.batch_size(100) == 50
+    est.requests_per_connection = 2.4
+    assert est.batch_size(100) == 2
+
+
+def test_session_time_keepalive_and_not():
+    est = HostEstimate.new(PARAMS)
+    # T = 2 * 0.1 + 10 * 0.1 / 1.2 = 0.2 + 0.8333...
+    assert est.session_time(10, PARAMS) == pytest.approx(1.0333333333)
+    est.keepalive = False
+    # p = 1: T = 0.2 + 1 * 0.1
+    assert est.session_time(1, PARAMS) == pytest.approx(0.3)
+
+
+def test_first_measurement_replaces_default_then_ewma():
+    est = HostEstimate.new(PARAMS)
+    est.observe(
+        PARAMS, latency=0.05, new_connection=False, served_on_connection=2, closed_by_server=False
+    )
+    assert est.response_time == pytest.approx(0.05)  # first sample replaces the 0.1 default
+    est.observe(
+        PARAMS, latency=0.29, new_connection=True, served_on_connection=1, closed_by_server=False
+    )
+    assert est.connection_time == pytest.approx(0.24)  # 0.29 - 0.05, first sample
+    est.observe(
+        PARAMS, latency=0.15, new_connection=True, served_on_connection=1, closed_by_server=False
+    )
+    assert est.connection_time == pytest.approx(0.8 * 0.24 + 0.2 * 0.10)  # 0.212
+    est.observe(
+        PARAMS, latency=0.1, new_connection=False, served_on_connection=2, closed_by_server=False
+    )
+    assert est.response_time == pytest.approx(0.8 * 0.05 + 0.2 * 0.1)  # 0.06
+
+
+def test_first_latency_on_a_new_connection_is_split_in_the_defaults_ratio():
+    params = CostParams(default_connection_time=0.1, default_response_time=0.3)
+    est = HostEstimate.new(params)
+    est.observe(
+        params, latency=0.2, new_connection=True, served_on_connection=1, closed_by_server=False
+    )
+    assert est.connection_time == pytest.approx(0.05)  # 0.2 * 0.1 / 0.4
+    assert est.response_time == pytest.approx(0.15)
+
+
+def test_observe_http10_host_turns_off_keepalive_and_lowers_requests_per_connection():
+    est = HostEstimate.new(PARAMS)
+    est.observe(
+        PARAMS, latency=0.2, new_connection=True, served_on_connection=1, closed_by_server=True
+    )
+    assert est.keepalive is False
+    assert est.requests_per_connection == 1
+    est.observe(
+        PARAMS, latency=0.2, new_connection=True, served_on_connection=3, closed_by_server=True
+    )
+    assert est.requests_per_connection == pytest.approx(0.8 * 1 + 0.2 * 3)  # 1.4
+    assert est.keepalive is True
+
+
+def test_observe_keepalive_max_gives_total_per_connection():
+    est = HostEstimate.new(PARAMS)
+    est.observe(
+        PARAMS,
+        latency=0.1,
+        new_connection=False,
+        served_on_connection=3,
+        closed_by_server=False,
+        remaining_on_connection=7,
+    )
+    assert est.requests_per_connection == 10
+    est.observe(
+        PARAMS,
+        latency=0.1,
+        new_connection=False,
+        served_on_connection=4,
+        closed_by_server=False,
+        remaining_on_connection=16,
+    )
+    assert est.requests_per_connection == pytest.approx(0.8 * 10 + 0.2 * 20)  # 12
+
+
+def test_observe_uncensored_count_raises_estimate():
+    est = HostEstimate.new(PARAMS)
+    est.observe(
+        PARAMS, latency=0.1, new_connection=False, served_on_connection=60, closed_by_server=False
+    )
+    assert est.requests_per_connection == 60
+
+
+def test_estimate_round_trip_and_rejects_garbage():
+    est = HostEstimate.new(PARAMS)
+    assert HostEstimate.from_dict(est.to_dict()) == est
+    with pytest.raises(ValueError, match="not a host estimate"):
+        HostEstimate.from_dict({"connection_time": "x"})
+    bad = est.to_dict() | {"response_time": -1.0}
+    with pytest.raises(ValueError, match="out of range"):
+        HostEstimate.from_dict(bad)
+
+
+# -- connection inference ----------------------------------------------------------
+
+
+def test_reply_facts_parse():
+    assert ReplyFacts.parse("HTTP/1.0", "", "") == ReplyFacts(True, True)
+    assert ReplyFacts.parse("HTTP/1.0", "keep-alive", "").connection_close is False
+    facts = ReplyFacts.parse("HTTP/1.1", "Keep-Alive", "timeout=5, max=99")
+    assert facts == ReplyFacts(False, False, 99, 5.0)
+    assert ReplyFacts.parse("HTTP/1.1", "close", None).connection_close is True
+
+
+def test_tracker_counts_requests_on_a_connection_until_close():
+    tracker = ConnectionTracker(idle_timeout=10)
+    keep = ReplyFacts(False, False)
+    close = ReplyFacts(False, True)
+    first = tracker.observe("h", keep, sent_at=0.0, replied_at=0.1)
+    second = tracker.observe("h", keep, sent_at=0.2, replied_at=0.3)
+    third = tracker.observe("h", close, sent_at=0.4, replied_at=0.5)
+    fourth = tracker.observe("h", keep, sent_at=0.6, replied_at=0.7)
+    assert [o.new_connection for o in (first, second, third, fourth)] == [True, False, False, True]
+    assert third.served_on_connection == 3 and third.closed_by_server
+    assert fourth.served_on_connection == 1
+
+
+def test_tracker_idle_gap_means_new_connection_and_honours_keepalive_timeout():
+    tracker = ConnectionTracker(idle_timeout=10)
+    tracker.observe("h", ReplyFacts(False, False, None, 2.0), sent_at=0.0, replied_at=1.0)
+    later = tracker.observe("h", ReplyFacts(False, False), sent_at=3.5, replied_at=4.0)
+    assert later.new_connection  # 2.5 s idle > the announced 2 s timeout
+    tracker.connection_lost("h")
+    assert tracker.observe(
+        "h", ReplyFacts(False, False), sent_at=4.1, replied_at=4.2
+    ).new_connection
+
+
+# -- queues ------------------------------------------------------------------------
+
+
+def test_quality_queue_orders_best_first_fifo_among_equals_and_keeps_head_sum():
+    q = QualityHostQueue(head_size=2)
+    for seq, (quality, item) in enumerate([(1, "a"), (5, "b"), (3, "c"), (5, "d"), (-2, "e")]):
+        q.push(quality, seq, item)
+    assert q.best_quality() == 5
+    assert q.head_sum() == 10  # 5 + 5
+    q.set_head_size(4)
+    assert q.head_sum() == 14  # 5 + 5 + 3 + 1
+    q.set_head_size(5)
+    assert q.head_sum() == 14  # the -2 counts as 0
+    q.set_head_size(1)
+    assert [q.pop() for _ in range(len(q))] == ["b", "d", "c", "a", "e"]
+    assert q.head_sum() == 0 and q.best_quality() == 0
+
+
+def test_fifo_queue_ignores_quality():
+    q = FifoHostQueue()
+    for seq, quality in enumerate([1, 9, 5]):
+        q.push(quality, seq, seq)
+    assert [q.pop() for _ in range(3)] == [0, 1, 2]
+
+
+# -- policies: scores against hand-computed values -------------------------------------
+
+
+def _queue(qualities, head_size=50):
+    q = QualityHostQueue(head_size)
+    for seq, quality in enumerate(qualities):
+        q.push(quality, seq, seq)
+    return q
+
+
+def test_policy_scores_hand_computed():
+    est = HostEstimate.new(PARAMS)
+    est.requests_per_connection = 2
+    q = _queue([5, 3, 1], head_size=2)
+    # P = min(2, 3) = 2; T = 0.2 + 2 * 0.1 / 1.2 = 0.366666...
+    assert PerformanceFirst().score(q, est, PARAMS) == pytest.approx(2 / 0.3666666667)
+    assert CrawlCapability().score(q, est, PARAMS) == pytest.approx(8 / 0.3666666667)
+    assert QualityFirst().score(q, est, PARAMS) == 5
+    assert BreadthFirst().score(q, est, PARAMS) == 0
+
+
+def test_crawl_capability_with_zero_qualities_ranks_by_throughput():
+    fast, slow = HostEstimate.new(PARAMS), HostEstimate.new(PARAMS)
+    slow.response_time = 1.0
+    q = _queue([0, 0, 0])
+    assert CrawlCapability().score(q, fast, PARAMS) > CrawlCapability().score(q, slow, PARAMS)
+
+
+# -- frontier ----------------------------------------------------------------------
+
+
+def test_never_two_requests_in_flight_to_one_host():
+    f = TwoLevelFrontier(BreadthFirst(), PARAMS, max_open_hosts=4)
+    for i in range(3):
+        f.push("a", 0, i)
+    assert f.pop() == ("a", 0)
+    assert f.pop() is None  # a is busy, nothing else to open
+    f.done("a")
+    assert f.pop() == ("a", 1)
+
+
+def test_at_most_max_open_hosts_and_sessions_are_non_preemptive():
+    f = TwoLevelFrontier(QualityFirst(), PARAMS, max_open_hosts=1)
+    for i in range(3):
+        f.push("low", 1, f"low{i}")
+    assert f.pop() == ("low", "low0")
+    f.push("high", 100, "high0")  # better host appears mid-session
+    f.done("low")
+    # The open session of "low" is not cut short: it still has budget and URLs.
+    assert f.pop() == ("low", "low1")
+    f.done("low")
+    assert f.pop() == ("low", "low2")
+    f.done("low")
+    assert f.pop() == ("high", "high0")
+
+
+def test_session_budget_ends_session_and_lets_next_host_in():
+    f = TwoLevelFrontier(BreadthFirst(), PARAMS, max_open_hosts=1)
+    f.host("a").estimate.requests_per_connection = 2
+    for i in range(3):
+        f.push("a", 0, f"a{i}")
+    f.push("b", 0, "b0")
+    assert [item for _, item in drain(f)] == ["a0", "a1", "b0", "a2"]
+
+
+def test_breadth_first_serves_hosts_in_arrival_order():
+    f = TwoLevelFrontier(BreadthFirst(), PARAMS, max_open_hosts=1)
+    for host in "cab":
+        f.push(host, 0, host)
+    assert [h for h, _ in drain(f)] == ["c", "a", "b"]
+
+
+def test_performance_first_opens_the_fastest_host_first():
+    f = TwoLevelFrontier(PerformanceFirst(), PARAMS, max_open_hosts=1)
+    f.host("slow").estimate.response_time = 1.0
+    f.host("fast").estimate.response_time = 0.01
+    f.estimates_changed(f.host("slow"))
+    f.estimates_changed(f.host("fast"))
+    f.push("slow", 0, "s")
+    f.push("fast", 0, "f")
+    assert [h for h, _ in drain(f)] == ["fast", "slow"]
+
+
+def test_quality_first_orders_urls_and_hosts_by_quality():
+    f = TwoLevelFrontier(QualityFirst(), PARAMS, max_open_hosts=1)
+    f.push("a", 1, "a1")
+    f.push("b", 7, "b7")
+    f.push("a", 3, "a3")
+    assert [item for _, item in drain(f)] == ["b7", "a3", "a1"]
+
+
+def test_crawl_capability_prefers_quality_per_second():
+    f = TwoLevelFrontier(CrawlCapability(), PARAMS, max_open_hosts=1)
+    # "best" has the single best URL but is 100x slower: quality-first would pick it,
+    # crawl-capability picks the host that gathers more quality per second.
+    f.host("slow").estimate.response_time = 10.0
+    f.estimates_changed(f.host("slow"))
+    f.push("slow", 10, "s")
+    for i in range(5):
+        f.push("fast", 3, f"f{i}")
+    assert drain(f)[0][0] == "fast"
+
+
+def test_plain_lane_needs_no_host_and_is_never_busy():
+    f = TwoLevelFrontier(BreadthFirst(), PARAMS, max_open_hosts=1)
+    f.push(PLAIN_LANE, 0, "data1")
+    f.push(PLAIN_LANE, 0, "data2")
+    assert f.pop() == (PLAIN_LANE, "data1")
+    assert f.pop() == (PLAIN_LANE, "data2")
+    assert len(f) == 0
+
+
+def test_re_ranking_compacts_the_heap():
+    f = TwoLevelFrontier(QualityFirst(), PARAMS, max_open_hosts=1)
+    for i in range(5000):
+        f.push(f"h{i % 10}", i, i)  # every push improves the host's best: a re-rank
+    assert len(f._ranking) <= 2 * 10 + 64
+    assert drain(f)[0] == ("h9", 4999)
+
+
+def test_sessions_report_their_length_with_the_injected_clock():
+    clock = FakeClock()
+    records = []
+    f = TwoLevelFrontier(BreadthFirst(), PARAMS, 1, clock=clock, on_session_end=records.append)
+    f.push("a", 0, 1)
+    f.push("a", 0, 2)
+    f.pop()
+    clock.now = 2.5
+    f.done("a")
+    f.pop()
+    clock.now = 4.0
+    f.done("a")
+    assert [(r.host, r.served, r.budget, r.started, r.ended) for r in records] == [
+        ("a", 2, 2, 0.0, 4.0)
+    ]
+
+
+def test_done_for_unknown_or_idle_host_is_harmless():
+    f = TwoLevelFrontier(BreadthFirst(), PARAMS, 1)
+    f.done("nobody")
+    f.push("a", 0, 1)
+    f.done("a")  # not busy: ignored
+    assert drain(f) == [("a", 1)]
+
+
+def test_invalid_max_open_hosts():
+    with pytest.raises(ValueError, match="max_open_hosts"):
+        TwoLevelFrontier(BreadthFirst(), PARAMS, 0)
+
+
+def test_randomized_head_sum_matches_a_full_recount():
+    import random
+
+    rng = random.Random(7)
+    q = QualityHostQueue(head_size=5)
+    mirror = []
+    for seq in range(2000):
+        if mirror and rng.random() < 0.4:
+            mirror.sort(key=lambda e: (-e[0], e[1]))
+            assert q.pop() == mirror.pop(0)[1]
+        else:
+            quality = rng.choice([rng.uniform(-1, 5), 2.0])
+            q.push(quality, seq, seq)
+            mirror.append((quality, seq))
+        if rng.random() < 0.05:
+            q.set_head_size(rng.randint(1, 9))
+            size = q._head_size
+        else:
+            size = q._head_size
+        best = sorted(mirror, key=lambda e: (-e[0], e[1]))[:size]
+        assert q.head_sum() == pytest.approx(sum(max(x, 0) for x, _ in best), abs=1e-9)
+
+
+def test_fifo_queue_stays_fifo_across_compactions():
+    q = FifoHostQueue()
+    expected, out = [], []
+    for i in range(500):
+        q.push(0, i, i)
+        expected.append(i)
+        if i % 3 == 0:
+            out.append(q.pop())
+    out += [q.pop() for _ in range(len(q))]
+    assert out == expected and len(q) == 0

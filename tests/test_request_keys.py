@@ -1,0 +1,66 @@
+"""Request -> host key, against the standard library's parser."""
+
+from __future__ import annotations
+
+from urllib.parse import urlsplit
+
+import pytest
+from scrapy import Request
+
+from scrapy_twolevel.frontier import PLAIN_LANE
+from scrapy_twolevel.hostkey import make_host_key
+from scrapy_twolevel.request_keys import make_quality, make_request_host, split_host
+
+URLS = [
+    "http://A.Example.com:80/x?y#z",
+    "https://user:pw@h.example.org/",
+    "http://[::1]:8080/a",
+    "http://[2001:db8::7]/",
+    "http://h.com?q=1",
+    "http://h.com#frag",
+    "http://h.com",
+    "ftp://files.example.net/pub",
+    "http:///no-host",
+    "http://:80/no-host",
+    "data:text/plain,x",
+    "file:///etc/hostname",
+    "http://xn--n3h.com/",
+]
+
+
+@pytest.mark.parametrize("url", URLS)
+def test_split_host_agrees_with_urlsplit(url):
+    parsed = urlsplit(url)
+    assert split_host(url) == (parsed.scheme, parsed.hostname or "")
+
+
+def test_split_host_rejects_unbalanced_bracket():
+    with pytest.raises(ValueError, match="unbalanced"):
+        split_host("http://[::1/x")
+
+
+def test_request_host_modes():
+    by_hostname = make_request_host("hostname")
+    assert by_hostname(Request("http://a.b.example.co.uk/x")) == "a.b.example.co.uk"
+    assert by_hostname(Request("data:text/plain,hi")) == PLAIN_LANE
+    assert by_hostname(Request("http://x.com/", meta={"download_slot": "mine"})) == "mine"
+    by_domain = make_request_host("domain")
+    assert by_domain(Request("http://a.b.example.co.uk/x")) == "example.co.uk"
+    assert by_domain(Request("http://127.0.1.5:8080/")) == "127.0.1.5"
+    by_ip = make_request_host("ip", {"known.example": "10.1.2.3"})
+    assert by_ip(Request("http://known.example/")) == "10.1.2.3"
+    assert by_ip(Request("http://unknown.example/")) == "unknown.example"
+    with pytest.raises(ValueError, match="unknown host key mode"):
+        make_host_key("port")
+
+
+def test_quality_sources():
+    request = Request("http://a.com/", priority=7, meta={"score": "2.5"})
+    assert make_quality("priority")(request) == 7.0
+    assert make_quality("meta:score")(request) == 2.5
+    assert make_quality("meta:missing")(request) == 0.0
+    assert make_quality(f"{__name__}.double_priority")(request) == 14.0
+
+
+def double_priority(request):
+    return request.priority * 2

@@ -1,0 +1,232 @@
+"""Scheduler contract, in the style of Scrapy's own tests/test_scheduler.py.
+
+Built with ``get_crawler`` + ``from_crawler``: real settings, real stats, real signals.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from scrapy import Request, Spider, signals
+from scrapy.utils.test import get_crawler
+
+from scrapy_twolevel.frontier.sqlite_store import StateError
+from scrapy_twolevel.request_keys import HOST_META_KEY
+from scrapy_twolevel.scheduler import TwoLevelScheduler
+
+MIDDLEWARE = {"scrapy_twolevel.middleware.HostMetricsMiddleware": 950}
+
+
+class ContractSpider(Spider):
+    name = "contract"
+
+    def parse(self, response):
+        pass
+
+
+def create_scheduler(settings=None, jobdir=None):
+    settings = {"DOWNLOADER_MIDDLEWARES": MIDDLEWARE, **(settings or {})}
+    if jobdir is not None:
+        settings["JOBDIR"] = str(jobdir)
+    crawler = get_crawler(ContractSpider, settings)
+    spider = ContractSpider.from_crawler(crawler)
+    crawler.spider = spider
+    scheduler = TwoLevelScheduler.from_crawler(crawler)
+    scheduler.open(spider)
+    return scheduler, crawler
+
+
+def finish(crawler, request):
+    crawler.signals.send_catch_log(
+        signals.request_left_downloader, request=request, spider=crawler.spider
+    )
+
+
+def dequeue_all(scheduler, crawler):
+    """Dequeue everything, finishing each request as the downloader would."""
+    out = []
+    while scheduler.has_pending_requests():
+        request = scheduler.next_request()
+        assert request is not None, "idle hosts with pending work must hand out a request"
+        out.append(request)
+        finish(crawler, request)
+    return out
+
+
+URLS = [f"http://h{i % 3}.example/{i}" for i in range(12)]
+
+
+@pytest.fixture(params=[None, "jobdir"], ids=["memory", "jobdir"])
+def jobdir(request, tmp_path):
+    return tmp_path / "job" if request.param else None
+
+
+def test_length_and_dequeue_everything(jobdir):
+    scheduler, crawler = create_scheduler(jobdir=jobdir)
+    for url in URLS:
+        assert scheduler.enqueue_request(Request(url, callback=crawler.spider.parse))
+    assert len(scheduler) == len(URLS)
+    got = dequeue_all(scheduler, crawler)
+    assert sorted(r.url for r in got) == sorted(URLS)
+    assert len(scheduler) == 0 and not scheduler.has_pending_requests()
+    stats = crawler.stats.get_stats()
+    kind = "disk" if jobdir else "memory"
+    assert stats["scheduler/enqueued"] == stats[f"scheduler/enqueued/{kind}"] == 12
+    assert stats["scheduler/dequeued"] == stats[f"scheduler/dequeued/{kind}"] == 12
+    scheduler.close("finished")
+
+
+def test_duplicates_are_filtered_by_the_dupefilter(jobdir):
+    scheduler, _ = create_scheduler(jobdir=jobdir)
+    assert scheduler.enqueue_request(Request("http://a.example/x"))
+    assert not scheduler.enqueue_request(Request("http://a.example/x"))
+    assert scheduler.enqueue_request(Request("http://a.example/x", dont_filter=True))
+    assert len(scheduler) == 2
+    scheduler.close("finished")
+
+
+def test_priority_order_within_one_host(jobdir):
+    scheduler, crawler = create_scheduler({"TWOLEVEL_POLICY": "quality-first"}, jobdir)
+    for priority in [1, 5, 3, 5, -2]:
+        scheduler.enqueue_request(
+            Request(f"http://a.example/{priority}/{len(scheduler)}", priority=priority)
+        )
+    got = [r.url for r in dequeue_all(scheduler, crawler)]
+    assert got == [
+        "http://a.example/5/1",
+        "http://a.example/5/3",
+        "http://a.example/3/2",
+        "http://a.example/1/0",
+        "http://a.example/-2/4",
+    ]
+    scheduler.close("finished")
+
+
+def test_one_request_in_flight_per_host_until_it_leaves_the_downloader():
+    scheduler, crawler = create_scheduler({"TWOLEVEL_POLICY": "breadth-first"})
+    for i in range(3):
+        scheduler.enqueue_request(Request(f"http://a.example/{i}"))
+    first = scheduler.next_request()
+    assert first.meta[HOST_META_KEY] == "a.example"
+    assert scheduler.next_request() is None
+    assert crawler.stats.get_value("twolevel/held_back") == 1
+    finish(crawler, first)
+    assert scheduler.next_request().url == "http://a.example/1"
+    scheduler.close("finished")
+
+
+def test_requests_without_network_host_take_the_plain_lane(jobdir):
+    scheduler, crawler = create_scheduler(jobdir=jobdir)
+    scheduler.enqueue_request(Request("data:text/plain,hello"))
+    scheduler.enqueue_request(Request("file:///etc/hostname"))
+    scheduler.enqueue_request(Request("http://a.example/1"))
+    got = dequeue_all(scheduler, crawler)
+    assert {r.url for r in got} == {
+        "data:text/plain,hello",
+        "file:///etc/hostname",
+        "http://a.example/1",
+    }
+    assert crawler.stats.get_value("twolevel/plain_lane") == 2
+    scheduler.close("finished")
+
+
+def test_http_url_without_host_is_not_lost():
+    scheduler, crawler = create_scheduler()
+    scheduler.enqueue_request(Request("http:///no-host"))
+    scheduler.enqueue_request(Request("http://:80/no-host-either"))
+    assert {r.url for r in dequeue_all(scheduler, crawler)} == {
+        "http:///no-host",
+        "http://:80/no-host-either",
+    }
+    assert crawler.stats.get_value("twolevel/plain_lane") == 2
+    scheduler.close("finished")
+
+
+def test_unparsable_url_takes_plain_lane_and_is_logged_once(caplog):
+    scheduler, crawler = create_scheduler()
+
+    def unparsable(request):
+        raise ValueError("cannot parse")
+
+    scheduler._host_of = unparsable
+    for i in range(3):
+        scheduler.enqueue_request(Request(f"http://a.example/{i}"))
+    assert len(dequeue_all(scheduler, crawler)) == 3
+    assert crawler.stats.get_value("twolevel/malformed_url") == 3
+    assert sum("Cannot parse the URL" in r.message for r in caplog.records) == 1
+    scheduler.close("finished")
+
+
+def test_reopen_from_jobdir_loses_nothing_and_keeps_estimates(tmp_path):
+    jobdir = tmp_path / "job"
+    scheduler, crawler = create_scheduler({"TWOLEVEL_POLICY": "crawl-capability"}, jobdir)
+    for i, url in enumerate(URLS):
+        scheduler.enqueue_request(Request(url, priority=i, callback=crawler.spider.parse))
+    first = [scheduler.next_request() for _ in range(2)]
+    for request in first:
+        finish(crawler, request)
+    scheduler.frontier.observe(
+        "h1.example",
+        latency=0.5,
+        new_connection=False,
+        served_on_connection=2,
+        closed_by_server=False,
+    )
+    scheduler.close("shutdown")
+    saved = json.loads((jobdir / "twolevel" / "hosts.json").read_text())
+    assert saved["hosts"]["h1.example"]["response_time"] == pytest.approx(0.5)
+
+    scheduler, crawler = create_scheduler({"TWOLEVEL_POLICY": "crawl-capability"}, jobdir)
+    assert len(scheduler) == len(URLS) - 2
+    assert scheduler.frontier.host("h1.example").estimate.response_time == pytest.approx(0.5)
+    rest = dequeue_all(scheduler, crawler)
+    assert sorted(r.url for r in first + rest) == sorted(URLS)
+    assert all(r.callback == crawler.spider.parse for r in rest)
+    scheduler.close("finished")
+
+
+def test_unserializable_request_falls_back_to_memory(tmp_path):
+    scheduler, crawler = create_scheduler({"SCHEDULER_DEBUG": True}, tmp_path / "job")
+    scheduler.enqueue_request(Request("http://a.example/1", callback=lambda r: None))
+    scheduler.enqueue_request(Request("http://a.example/2", meta={"obj": object()}))
+    assert crawler.stats.get_value("scheduler/unserializable") == 2
+    assert crawler.stats.get_value("scheduler/enqueued/memory") == 2
+    assert len(dequeue_all(scheduler, crawler)) == 2
+    scheduler.close("finished")
+
+
+def test_corrupt_hosts_file_names_the_file_and_is_not_overwritten(tmp_path):
+    jobdir = tmp_path / "job"
+    (jobdir / "twolevel").mkdir(parents=True)
+    hosts = jobdir / "twolevel" / "hosts.json"
+    hosts.write_text("{not json")
+    with pytest.raises(StateError, match=r"hosts\.json is corrupt"):
+        create_scheduler(jobdir=jobdir)
+    assert hosts.read_text() == "{not json"
+    hosts.write_text(json.dumps({"format": "other-tool/9", "hosts": {}}))
+    with pytest.raises(StateError, match="other-tool/9"):
+        create_scheduler(jobdir=jobdir)
+
+
+def test_estimates_from_the_middleware_signal_update_the_frontier():
+    from scrapy_twolevel.signals import host_measured
+
+    scheduler, crawler = create_scheduler()
+    crawler.signals.send_catch_log(
+        host_measured,
+        host="a.example",
+        observation={
+            "latency": 0.3,
+            "new_connection": True,
+            "served_on_connection": 1,
+            "closed_by_server": True,
+            "remaining_on_connection": 0,
+        },
+    )
+    est = scheduler.frontier.host("a.example").estimate
+    # First latency on a new connection, split in the defaults' ratio (0.01 : 0.01).
+    assert est.connection_time == pytest.approx(0.15)
+    assert est.response_time == pytest.approx(0.15)
+    assert est.keepalive is False
+    scheduler.close("finished")

@@ -1,0 +1,199 @@
+"""One contract for every per-host queue backend: memory and SQLite (closed and reopened)."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+
+from scrapy_twolevel.frontier import (
+    CostParams,
+    CrawlCapability,
+    QualityHostQueue,
+    TwoLevelFrontier,
+)
+from scrapy_twolevel.frontier.sqlite_store import SqliteStore, StateError
+
+
+class MemoryBackend:
+    def __init__(self, tmp_path):
+        pass
+
+    def queue(self, host, by_quality=True):
+        return QualityHostQueue()
+
+    def close(self):
+        pass
+
+
+class SqliteBackend:
+    def __init__(self, tmp_path):
+        self.path = tmp_path / "f.sqlite3"
+        self.store = SqliteStore(self.path, commit_every=3)
+
+    def queue(self, host, by_quality=True):
+        return self.store.queue(host, by_quality)
+
+    def reopen(self):
+        self.store.close()
+        self.store = SqliteStore(self.path)
+
+    def close(self):
+        self.store.close()
+
+
+@pytest.fixture(params=[MemoryBackend, SqliteBackend], ids=["memory", "sqlite"])
+def backend(request, tmp_path):
+    b = request.param(tmp_path)
+    yield b
+    b.close()
+
+
+def items(q):
+    return [q.pop() for _ in range(len(q))]
+
+
+def test_order_best_first_then_fifo(backend):
+    q = backend.queue("h")
+    for seq, quality in enumerate([1.0, 5.0, 3.0, 5.0]):
+        q.push(quality, seq, f"{seq}".encode())
+    assert len(q) == 4
+    assert q.best_quality() == 5.0
+    assert items(q) == [b"1", b"3", b"2", b"0"]
+    assert len(q) == 0
+
+
+def test_head_sum_tracks_pushes_pops_and_head_size(backend):
+    q = backend.queue("h")
+    q.set_head_size(2)
+    q.push(2.0, 1, b"a")
+    assert q.head_sum() == 2.0
+    q.push(4.0, 2, b"b")
+    assert q.head_sum() == 6.0
+    q.push(1.0, 3, b"c")  # below the head: sum unchanged
+    assert q.head_sum() == 6.0
+    q.push(9.0, 4, b"d")  # enters the head, pushes 2.0 out
+    assert q.head_sum() == 13.0
+    assert q.pop() == b"d"
+    assert q.head_sum() == 6.0
+    q.set_head_size(3)
+    assert q.head_sum() == 7.0
+
+
+def test_sqlite_queue_survives_reopen(tmp_path):
+    backend = SqliteBackend(tmp_path)
+    q = backend.queue("h")
+    for seq in range(10):
+        q.push(float(seq % 3), seq, str(seq).encode())
+    q.pop()
+    backend.reopen()
+    assert dict(backend.store.stored_hosts()) == {"h": 9}
+    assert backend.store.max_seq() == 9
+    q2 = backend.queue("h")
+    assert len(q2) == 9
+    assert items(q2) == [b"5", b"8", b"1", b"4", b"7", b"0", b"3", b"6", b"9"]
+    backend.close()
+
+
+def test_frontier_resumes_from_sqlite_with_nothing_lost(tmp_path):
+    params = CostParams()
+    store = SqliteStore(tmp_path / "f.sqlite3")
+    f = TwoLevelFrontier(CrawlCapability(), params, 2, queue_factory=store.queue)
+    for i in range(30):
+        f.push(f"h{i % 4}", float(i), f"{i}".encode())
+    first = [f.pop() for _ in range(2)]
+    for host, _ in first:
+        f.done(host)
+    f.close()
+    store.close()
+
+    store = SqliteStore(tmp_path / "f.sqlite3")
+    f = TwoLevelFrontier(CrawlCapability(), params, 2, queue_factory=store.queue)
+    f.restore((k for k, _ in store.stored_hosts()), store.max_seq())
+    assert len(f) == 28
+    f.push("h9", 1.0, b"new")
+    rest = []
+    while len(f):
+        popped = f.pop()
+        assert popped is not None
+        rest.append(popped[1])
+        f.done(popped[0])
+    store.close()
+    got = sorted([item for _, item in first] + rest)
+    assert got == sorted([f"{i}".encode() for i in range(30)] + [b"new"])
+
+
+def test_unencodable_items_stay_in_memory_and_come_first(tmp_path):
+    store = SqliteStore(tmp_path / "f.sqlite3")
+    q = store.queue("h", True)
+    q.push(1.0, 1, b"disk")
+    obj = object()
+    q.push(0.0, 2, obj)
+    assert len(q) == 2
+    assert q.pop() is obj
+    assert q.pop() == b"disk"
+    store.close()
+
+
+def test_corrupt_file_is_reported_and_left_untouched(tmp_path):
+    path = tmp_path / "f.sqlite3"
+    path.write_bytes(b"this is not sqlite at all" * 100)
+    before = path.read_bytes()
+    with pytest.raises(StateError, match=r"f\.sqlite3 is not a scrapy_twolevel frontier file"):
+        SqliteStore(path)
+    assert path.read_bytes() == before
+
+
+def test_foreign_sqlite_file_is_reported(tmp_path):
+    path = tmp_path / "f.sqlite3"
+    db = sqlite3.connect(path)
+    db.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT)")
+    db.execute("INSERT INTO meta VALUES ('format', 'somebody-else/3')")
+    db.commit()
+    db.close()
+    with pytest.raises(StateError, match="somebody-else/3"):
+        SqliteStore(path)
+
+
+def test_sqlite_head_sum_stays_exact_under_random_pushes_and_pops(tmp_path):
+    import random
+
+    rng = random.Random(3)
+    store = SqliteStore(tmp_path / "f.sqlite3")
+    q = store.queue("h", True)
+    q.set_head_size(4)
+    mirror = []  # (quality, seq)
+    for seq in range(600):
+        if mirror and rng.random() < 0.3:
+            mirror.sort(key=lambda e: (-e[0], e[1]))
+            assert q.pop() == str(mirror.pop(0)[1]).encode()
+        else:
+            quality = rng.choice([rng.uniform(-1, 3), 1.0])
+            q.push(quality, seq, str(seq).encode())
+            mirror.append((quality, seq))
+        if rng.random() < 0.5:  # ask often, so the incremental path is exercised
+            best = sorted(mirror, key=lambda e: (-e[0], e[1]))[:4]
+            assert q.head_sum() == pytest.approx(sum(max(x, 0) for x, _ in best), abs=1e-9)
+    store.close()
+
+
+def test_disk_frontier_keeps_pending_items_out_of_python_memory(tmp_path):
+    """RAM bounded by hosts, not by pending requests: items live in SQLite."""
+    import tracemalloc
+
+    store = SqliteStore(tmp_path / "f.sqlite3", cache_mb=1)
+    f = TwoLevelFrontier(CrawlCapability(), CostParams(), 16, queue_factory=store.queue)
+    payload = b"x" * 200  # about the size of an encoded request
+    for i in range(200):  # create the hosts first: their cost is per host, not per item
+        f.push(f"h{i}", 0.5, payload)
+    tracemalloc.start()
+    before, _ = tracemalloc.get_traced_memory()
+    for i in range(40_000):
+        f.push(f"h{i % 200}", (i % 97) / 97, payload)
+    after, _ = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert len(f) == 40_200
+    # 40,000 items of 200 bytes would be > 8 MB in memory; allow 10 bytes per item
+    # for allocator slack and the ranking heap.
+    assert after - before < 400_000
+    store.close()
