@@ -858,6 +858,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="100k pending over 1k hosts only")
     parser.add_argument(
+        "--sizes",
+        default=None,
+        help="comma-separated PENDINGxHOSTS, e.g. 100000x1000,100000x50000 (default: all four)",
+    )
+    parser.add_argument(
         "--variants", default=None, help=f"comma-separated subset of: {', '.join(VARIANTS)}"
     )
     parser.add_argument(
@@ -918,6 +923,10 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 0
     sizes = QUICK_SIZES if args.quick else FULL_SIZES
+    if args.sizes:
+        sizes = tuple(
+            (int(n), int(h)) for n, h in (size.split("x") for size in args.sizes.split(","))
+        )
     chosen = args.variants.split(",") if args.variants else [*CORE_VARIANTS, *EXTRA_VARIANTS]
     unknown = [v for v in chosen if v not in VARIANTS]
     if unknown:

@@ -189,6 +189,44 @@ def test_quality_first_fetches_best_pages_first(tmp_path):
     assert first_half_quality(qf) > 0.8 * total
 
 
+def _quality_by(result, web, t):
+    """Quality the server had served ``t`` seconds after the crawl's first request."""
+    origin = result.server.first_request_at
+    return sum(
+        web.pages[e.page_id].quality
+        for e in result.server.events
+        if e.page_id is not None and e.time - origin <= t
+    )
+
+
+def test_crawl_capability_quality_curve_dominates_breadth_first_early(tmp_path):
+    """Pages of equal value everywhere, but hosts 0-3 are 20x slower than hosts 4-7.
+
+    Breadth-first opens hosts in the order their seeds were queued (the slow ones first)
+    and keeps each for a whole session; crawl-capability measures every host on its home
+    page (a one-URL session), then opens the fast hosts: it must hold more quality at every
+    early checkpoint after the seeds (both fetch the 8 seeds first, in the first ~10% of
+    breadth-first's time). With two connections, all 60 fast pages take crawl-capability
+    ~0.4 s, while breadth-first spends most of its first second on slow hosts.
+    """
+    web = _split_hosts_web(
+        {"connect_delay": 0.04, "response_delay": 0.06},
+        {"connect_delay": 0.002, "response_delay": 0.003},
+    )
+    settings = {**TWOLEVEL, "CONCURRENT_REQUESTS": 2}
+    cc = crawl(tmp_path, web, {**settings, "TWOLEVEL_POLICY": "crawl-capability"})
+    bf = crawl(tmp_path, web, {**settings, "TWOLEVEL_POLICY": "breadth-first"})
+    for result in (cc, bf):
+        assert result.server.fetch_counts() == {page: 1 for page in web.reachable()}
+        assert_polite(result)
+    t_bf = bf.server.events[-1].time - bf.server.first_request_at
+    total = sum(p.quality for p in web.pages)
+    for fraction in (0.2, 0.3, 0.5):
+        assert _quality_by(cc, web, fraction * t_bf) > _quality_by(bf, web, fraction * t_bf)
+    # by 30% of breadth-first's time, crawl-capability has nearly every fast page
+    assert _quality_by(cc, web, 0.3 * t_bf) > 0.45 * total
+
+
 def test_interrupted_jobdir_crawl_resumes_and_fetches_every_page_once(tmp_path):
     web = generate_web(
         6,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from scrapy_twolevel.frontier import (
@@ -275,7 +277,7 @@ def test_at_most_max_open_hosts_and_sessions_are_non_preemptive():
 
 def test_session_budget_ends_session_and_lets_next_host_in():
     f = TwoLevelFrontier(BreadthFirst(), PARAMS, max_open_hosts=1)
-    f.host("a").estimate.requests_per_connection = 2
+    f.set_estimate("a", replace(HostEstimate.new(PARAMS), requests_per_connection=2))
     for i in range(3):
         f.push("a", 0, f"a{i}")
     f.push("b", 0, "b0")
@@ -291,10 +293,8 @@ def test_breadth_first_serves_hosts_in_arrival_order():
 
 def test_performance_first_opens_the_fastest_host_first():
     f = TwoLevelFrontier(PerformanceFirst(), PARAMS, max_open_hosts=1)
-    f.host("slow").estimate.response_time = 1.0
-    f.host("fast").estimate.response_time = 0.01
-    f.estimates_changed(f.host("slow"))
-    f.estimates_changed(f.host("fast"))
+    f.set_estimate("slow", replace(HostEstimate.new(PARAMS), response_time=1.0))
+    f.set_estimate("fast", replace(HostEstimate.new(PARAMS), response_time=0.01))
     f.push("slow", 0, "s")
     f.push("fast", 0, "f")
     assert [h for h, _ in drain(f)] == ["fast", "slow"]
@@ -312,8 +312,7 @@ def test_crawl_capability_prefers_quality_per_second():
     f = TwoLevelFrontier(CrawlCapability(), PARAMS, max_open_hosts=1)
     # "best" has the single best URL but is 100x slower: quality-first would pick it,
     # crawl-capability picks the host that gathers more quality per second.
-    f.host("slow").estimate.response_time = 10.0
-    f.estimates_changed(f.host("slow"))
+    f.set_estimate("slow", replace(HostEstimate.new(PARAMS), response_time=10.0))
     f.push("slow", 10, "s")
     for i in range(5):
         f.push("fast", 3, f"f{i}")
@@ -362,25 +361,48 @@ def test_done_for_unknown_or_idle_host_is_harmless():
     assert drain(f) == [("a", 1)]
 
 
+def test_unmeasured_hosts_share_the_prior_until_their_first_observation():
+    f = TwoLevelFrontier(PerformanceFirst(), PARAMS, 1)
+    f.push("a", 0, 1)
+    f.push("b", 0, 2)
+    a, b = f.host("a"), f.host("b")
+    assert a.estimate is b.estimate  # one shared prior, not one object per host
+    f.observe(
+        "a", latency=0.5, new_connection=False, served_on_connection=2, closed_by_server=False
+    )
+    assert a.estimate is not b.estimate
+    assert a.estimate.response_time == 0.5  # the first sample replaces the default
+    assert b.estimate.response_time == PARAMS.default_response_time  # b untouched
+    assert b.estimate.samples == 0
+    with pytest.raises(AttributeError, match="set_estimate"):
+        b.estimate.response_time = 9.0  # would change every unmeasured host
+
+
 def test_invalid_max_open_hosts():
     with pytest.raises(ValueError, match="max_open_hosts"):
         TwoLevelFrontier(BreadthFirst(), PARAMS, 0)
 
 
-def test_randomized_head_sum_matches_a_full_recount():
+@pytest.mark.parametrize("block_size", [1, 3, 256])
+def test_randomized_order_and_head_sum_match_a_full_recount(block_size):
+    """Against a sorted mirror: pop order (best first, FIFO among equals) and head sums,
+    with blocks small enough that equal qualities span many of them."""
     import random
 
     rng = random.Random(7)
-    q = QualityHostQueue(head_size=5)
+    q = QualityHostQueue(head_size=5, block_size=block_size)
     mirror = []
     for seq in range(2000):
         if mirror and rng.random() < 0.4:
             mirror.sort(key=lambda e: (-e[0], e[1]))
             assert q.pop() == mirror.pop(0)[1]
         else:
-            quality = rng.choice([rng.uniform(-1, 5), 2.0])
-            q.push(quality, seq, seq)
+            quality = rng.choice([rng.uniform(-1, 5), 2.0, 2.0, 0.0])
+            changed = q.push(quality, seq, seq)
             mirror.append((quality, seq))
+            mirror.sort(key=lambda e: (-e[0], e[1]))
+            # push says whether the new entry joined the head (the next session's URLs)
+            assert changed == ((quality, seq) in mirror[: q._head_size])
         if rng.random() < 0.05:
             q.set_head_size(rng.randint(1, 9))
             size = q._head_size

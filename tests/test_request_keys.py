@@ -25,6 +25,11 @@ URLS = [
     "data:text/plain,x",
     "file:///etc/hostname",
     "http://xn--n3h.com/",
+    "http://user:p@ss@Host.com:81/a@b",
+    "HTTPS://UPPER.example/",
+    "http://h.com:8080",
+    "s3://bucket.example/key",
+    "mailto:someone@example.com",
 ]
 
 

@@ -415,6 +415,10 @@ def test_stats_see_two_concurrent_requests_to_one_host(served: Served) -> None:
     assert (slow.connections_total, slow.max_connections_open) == (2, 2)
     assert (slow.requests_total, slow.responses_total, slow.requests_in_flight) == (4, 4, 0)
     assert stats.total.requests_total == 4
+    # the second request arrived while the first was in flight; the later two did not
+    assert slow.requests_overlapping == stats.overlapping_requests() == 1
+    assert stats.first_request_at is not None
+    assert stats.first_request_at < min(e.time for e in stats.events)
     ids = {p.path: p.id for p in served.web.pages if p.host == SLOW}
     assert stats.fetch_counts() == {ids[p]: 1 for p in ("/", "/p/1", "/p/2", "/p/3")}
     assert stats.order()[2:] == [ids["/p/2"], ids["/p/3"]]
@@ -428,6 +432,7 @@ def test_stats_see_two_concurrent_requests_to_one_host(served: Served) -> None:
     conn.close()
     after = served.stats()
     assert after.events == [] and after.hosts[SLOW].max_requests_in_flight == 0
+    assert after.first_request_at is None and after.overlapping_requests() == 0
 
 
 def test_server_exits_cleanly_on_sigterm(served: Served) -> None:

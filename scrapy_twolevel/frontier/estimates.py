@@ -11,7 +11,7 @@ Pure module: no Scrapy, no I/O.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 
 def ewma(previous: float, measured: float, alpha: float) -> float:
@@ -173,3 +173,31 @@ class HostEstimate:
         if not all(math.isfinite(v) and v >= 0 for v in values):
             raise ValueError(f"host estimate out of range: {data!r}")
         return est
+
+
+class SharedPrior(HostEstimate):
+    """The estimate of every host not measured yet: one read-only object for all of them.
+
+    A frontier of many small hosts would otherwise hold one default estimate per host
+    (~100 bytes each). Writing to it raises, so that code which would change every
+    unmeasured host at once fails loudly instead.
+    """
+
+    __slots__ = ()
+
+    def __init__(self, params: CostParams) -> None:
+        default = HostEstimate.new(params)
+        for f in fields(HostEstimate):
+            object.__setattr__(self, f.name, getattr(default, f.name))
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(_SHARED_PRIOR_IS_READ_ONLY)
+
+    def observe(self, params: CostParams, **observation: object) -> None:  # type: ignore[override]
+        raise AttributeError(_SHARED_PRIOR_IS_READ_ONLY)
+
+
+_SHARED_PRIOR_IS_READ_ONLY = (
+    "this estimate is shared by every host not measured yet; install a host's own with "
+    "TwoLevelFrontier.set_estimate() or observe()"
+)

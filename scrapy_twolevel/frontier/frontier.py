@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from .estimates import CostParams, HostEstimate
+from .estimates import CostParams, HostEstimate, SharedPrior
 from .policies import Policy
 from .queues import FifoHostQueue, HostQueue, QualityHostQueue
 
@@ -39,7 +39,12 @@ def memory_queue(host: str, by_quality: bool) -> HostQueue:
 
 
 class Host:
-    """A host's queue, estimates and session state."""
+    """A host's queue, estimates and session state.
+
+    Hosts never measured share one :class:`HostEstimate` (the prior): change a host's
+    estimate through :meth:`TwoLevelFrontier.observe` or :meth:`TwoLevelFrontier.set_estimate`,
+    never in place.
+    """
 
     __slots__ = (
         "busy",
@@ -96,6 +101,7 @@ class TwoLevelFrontier:
         if max_open_hosts < 1:
             raise ValueError(f"max_open_hosts must be >= 1, got {max_open_hosts}")
         self.policy = policy
+        self._by_quality = policy.orders_urls_by_quality
         self.params = params
         self.max_open_hosts = max_open_hosts
         self._queue_factory = queue_factory
@@ -116,6 +122,10 @@ class TwoLevelFrontier:
         self._seq = 0
         self._pending = 0
         self._plain: HostQueue = queue_factory(PLAIN_LANE, False)
+        # One estimate shared by every host never measured (copied on its first
+        # observation): ~100 bytes per host saved in a frontier of many small hosts.
+        self._prior = SharedPrior(params)
+        self._prior_head_size = self._prior.batch_size(1 << 30)
 
     # -- queueing ---------------------------------------------------------------
 
@@ -126,9 +136,8 @@ class TwoLevelFrontier:
         if host_key == PLAIN_LANE:
             self._plain.push(quality, self._seq, item)
             return
-        host = self.host(host_key)
-        order_quality = quality if self.policy.orders_urls_by_quality else 0.0
-        if host.queue.push(order_quality, self._seq, item) and not host.open:
+        host = self._hosts.get(host_key) or self.host(host_key)
+        if host.queue.push(quality if self._by_quality else 0.0, self._seq, item) and not host.open:
             # Scores depend on the host's next session (its first P URLs) and estimates
             # only, so a URL queued behind that session leaves the score as it was.
             self._dirty[host_key] = host
@@ -175,15 +184,16 @@ class TwoLevelFrontier:
         """The :class:`Host` for ``host_key``, created on first use."""
         host = self._hosts.get(host_key)
         if host is None:
-            queue = self._queue_factory(host_key, self.policy.orders_urls_by_quality)
-            estimate = HostEstimate.new(self.params)
-            queue.set_head_size(estimate.batch_size(1 << 30))
-            host = self._hosts[host_key] = Host(host_key, queue, estimate)
+            queue = self._queue_factory(host_key, self._by_quality)
+            queue.set_head_size(self._prior_head_size)
+            host = self._hosts[host_key] = Host(host_key, queue, self._prior)
         return host
 
     def observe(self, host_key: str, **observation: Any) -> None:
         """Fold a measured response into the host's estimates (see :meth:`HostEstimate.observe`)."""
         host = self.host(host_key)
+        if host.estimate is self._prior:
+            host.estimate = HostEstimate.new(self.params)
         host.estimate.observe(self.params, **observation)
         self.estimates_changed(host)
 

@@ -1,9 +1,9 @@
 """Per-host URL queues kept in memory.
 
-Each host has its own queue. Quality-ordered queues keep their best ``head_size`` entries
-in a small sorted list (the URLs the host's next session will fetch) and the rest in a
-heap, so the sum of the next P qualities — what crawl-capability ranks hosts by — is
-known without scanning the queue. FIFO queues are plain deques: the cheapest thing
+Each host has its own queue. Quality-ordered queues are sorted lists (in blocks) that
+keep the sum of their best ``head_size`` qualities (the URLs the host's next session will
+fetch) up to date, so the sum of the next P qualities — what crawl-capability ranks hosts
+by — is known without scanning the queue. FIFO queues are plain deques: the cheapest thing
 that works for breadth-first and performance-first.
 
 Pure module: no Scrapy, no I/O. Items are opaque.
@@ -11,8 +11,8 @@ Pure module: no Scrapy, no I/O. Items are opaque.
 
 from __future__ import annotations
 
-import heapq
-from bisect import insort
+from bisect import bisect_left
+from collections.abc import Iterator
 from typing import Any, Protocol
 
 
@@ -90,69 +90,169 @@ class FifoHostQueue:
 
 
 class QualityHostQueue:
-    """Best quality first, FIFO among equal qualities.
+    """Best quality first, FIFO among equal qualities, in sorted lists.
 
-    Entries are ``(-quality, seq, item)``: ``seq`` is unique, so items are never compared.
-    ``_head`` is sorted and holds the best ``head_size`` entries; every entry in ``_tail``
-    (a heap) sorts after every entry in ``_head``.
+    Qualities and items are kept in parallel lists sorted by ascending quality, so the
+    best entry is the last one and :meth:`pop` is a ``list.pop()``. A new entry goes
+    *before* the entries of equal quality already queued (``bisect_left``), so among
+    equals the oldest is popped first without storing a sequence number.
+
+    The best entries live in one *top* list. When it grows past ``2 * block_size``, its
+    worse half moves to a list of *lower* blocks (each sorted, each before the next), so
+    an insert moves at most a block, never the whole queue of a huge host; when the top
+    list runs empty, the last lower block becomes the top list. A host with a few URLs
+    costs an object and two short lists.
+
+    Why not a heap of ``(-quality, seq, item)`` tuples: a tuple and a sequence number cost
+    ~100 bytes per pending request; two list slots cost 16 (and the quality object is
+    shared when the caller reuses it, as the scheduler does for integer priorities).
+
+    ``head_sum`` (the sum of the best ``head_size`` qualities, negatives as 0: what
+    crawl-capability ranks by) is kept up to date on every push and pop.
     """
 
-    __slots__ = ("_head", "_head_size", "_head_sum", "_tail")
+    __slots__ = (
+        "_block_size",
+        "_head_size",
+        "_head_sum",
+        "_items",
+        "_len",
+        "_lower_items",
+        "_lower_maxes",
+        "_lower_qs",
+        "_qs",
+    )
 
-    def __init__(self, head_size: int = 1) -> None:
-        self._head: list[tuple[float, int, Any]] = []
-        self._tail: list[tuple[float, int, Any]] = []
+    def __init__(self, head_size: int = 1, *, block_size: int = 256) -> None:
+        if block_size < 1:
+            raise ValueError(f"block_size must be >= 1, got {block_size}")
+        self._qs: list[float] = []  # the top list: the best entries, ascending
+        self._items: list[Any] = []
+        # Lower blocks, created when the top list first overflows. ``_lower_maxes[b]`` is
+        # the last (largest) quality of block ``b``, for routing pushes with bisect.
+        self._lower_qs: list[list[float]] | None = None
+        self._lower_items: list[list[Any]] | None = None
+        self._lower_maxes: list[float] | None = None
+        self._len = 0
+        self._block_size = block_size
         self._head_size = max(1, head_size)
-        self._head_sum = 0.0  # of max(quality, 0) over _head, kept up to date
+        self._head_sum = 0.0
 
     def push(self, quality: float, seq: int, item: Any) -> bool:
-        entry = (-quality, seq, item)
-        head = self._head
-        if len(head) < self._head_size:
-            insort(head, entry)
-            self._head_sum += max(quality, 0.0)
-        elif entry < head[-1]:
-            insort(head, entry)
-            evicted = head.pop()
-            heapq.heappush(self._tail, evicted)
-            self._head_sum += max(quality, 0.0) - max(-evicted[0], 0.0)
+        self._len += 1
+        maxes = self._lower_maxes
+        if maxes and quality <= maxes[-1]:
+            rank = self._push_lower(quality, item)
         else:
-            heapq.heappush(self._tail, entry)
+            qs = self._qs
+            i = bisect_left(qs, quality)
+            qs.insert(i, quality)
+            self._items.insert(i, item)
+            rank = len(qs) - 1 - i  # from the best end: 0 is the best entry
+            if len(qs) > 2 * self._block_size:
+                self._spill()
+        head_size = self._head_size
+        if rank >= head_size:
             return False
+        self._head_sum += max(quality, 0.0)
+        if self._len > head_size:
+            self._head_sum -= max(self._at_rank(head_size), 0.0)
         return True
 
+    def _push_lower(self, quality: float, item: Any) -> int:
+        """Insert below the top list; return the entry's rank, counted only up to the head."""
+        maxes, blocks = self._lower_maxes, self._lower_qs
+        assert maxes is not None and blocks is not None and self._lower_items is not None
+        b = bisect_left(maxes, quality)  # < len(maxes): quality <= maxes[-1]
+        block, items = blocks[b], self._lower_items[b]
+        i = bisect_left(block, quality)  # <= len(block) - 1, so maxes[b] is unchanged
+        block.insert(i, quality)
+        items.insert(i, item)
+        rank = len(self._qs) + len(block) - 1 - i
+        j = len(blocks) - 1
+        while j > b and rank < self._head_size:
+            rank += len(blocks[j])
+            j -= 1
+        if len(block) > 2 * self._block_size:
+            half = self._block_size
+            blocks.insert(b, block[:half])
+            self._lower_items.insert(b, items[:half])
+            maxes.insert(b, block[half - 1])
+            del block[:half]
+            del items[:half]
+        return rank
+
+    def _spill(self) -> None:
+        """Move the worse half of the top list to a new last lower block."""
+        if self._lower_qs is None:
+            self._lower_qs, self._lower_items, self._lower_maxes = [], [], []
+        assert self._lower_items is not None and self._lower_maxes is not None
+        half, qs, items = self._block_size, self._qs, self._items
+        self._lower_qs.append(qs[:half])
+        self._lower_items.append(items[:half])
+        self._lower_maxes.append(qs[half - 1])
+        del qs[:half]
+        del items[:half]
+
+    def _blocks_from_best(self) -> Iterator[list[float]]:
+        yield self._qs
+        if self._lower_qs:
+            yield from reversed(self._lower_qs)
+
+    def _at_rank(self, rank: int) -> float:
+        """Quality of the entry at ``rank`` from the best end (0: the best)."""
+        top = self._qs
+        if rank < len(top):
+            return top[-1 - rank]
+        for block in self._blocks_from_best():
+            if rank < len(block):
+                return block[-1 - rank]
+            rank -= len(block)
+        raise IndexError(rank)
+
     def pop(self) -> Any:
-        head = self._head
-        entry = head.pop(0)
-        self._head_sum -= max(-entry[0], 0.0)
-        if self._tail:
-            refill = heapq.heappop(self._tail)
-            head.append(refill)
-            self._head_sum += max(-refill[0], 0.0)
-        elif not head:
+        quality = self._qs.pop()
+        item = self._items.pop()
+        if not self._qs and self._lower_maxes:
+            assert self._lower_qs is not None and self._lower_items is not None
+            self._qs = self._lower_qs.pop()
+            self._items = self._lower_items.pop()
+            self._lower_maxes.pop()
+        self._len -= 1
+        if not self._len:
             self._head_sum = 0.0  # no drift survives an empty queue
-        return entry[2]
+        else:
+            self._head_sum -= max(quality, 0.0)
+            if self._len >= self._head_size:
+                self._head_sum += max(self._at_rank(self._head_size - 1), 0.0)
+        return item
 
     def __len__(self) -> int:
-        return len(self._head) + len(self._tail)
+        return self._len
 
     def best_quality(self) -> float:
-        return -self._head[0][0] if self._head else 0.0
+        return self._qs[-1] if self._qs else 0.0
 
     def head_sum(self) -> float:
         return self._head_sum
 
     def set_head_size(self, size: int) -> None:
-        size = max(1, size)
-        self._head_size = size
-        head, tail = self._head, self._tail
-        while len(head) > size:
-            heapq.heappush(tail, head.pop())
-        while len(head) < size and tail:
-            head.append(heapq.heappop(tail))
-        self._head_sum = sum(-e[0] for e in head if e[0] < 0)
+        self._head_size = max(1, size)
+        if not self._len:
+            return  # a new host's queue: nothing to sum
+        total, wanted = 0.0, self._head_size
+        for block in self._blocks_from_best():
+            for quality in block[-wanted:]:
+                if quality > 0:
+                    total += quality
+            wanted -= min(wanted, len(block))
+            if not wanted:
+                break
+        self._head_sum = total
 
     def close(self) -> None:
-        self._head.clear()
-        self._tail.clear()
+        self._qs.clear()
+        self._items.clear()
+        self._lower_qs = self._lower_items = self._lower_maxes = None
+        self._len = 0
         self._head_sum = 0.0

@@ -66,6 +66,9 @@ class HostStats:
     requests_in_flight: int = 0
     max_requests_in_flight: int = 0
     requests_total: int = 0
+    #: Requests received while another request to the same host was in flight: each one is
+    #: a politeness violation of a crawler that promises one request at a time per host.
+    requests_overlapping: int = 0
     responses_total: int = 0
     #: Requests received but never answered because the connection closed first.
     requests_aborted: int = 0
@@ -89,6 +92,9 @@ class ServerStats:
         self.total = HostStats()
         self.events: list[ResponseEvent] = []
         self.control_requests = 0
+        #: The server's clock when the first request to any host arrived (None: none yet);
+        #: the time origin of a crawl's curves.
+        self.first_request_at: float | None = None
 
     # -- queries ---------------------------------------------------------------------------
     def max_concurrent_requests_per_host(self) -> dict[int, int]:
@@ -98,6 +104,10 @@ class ServerStats:
     def max_concurrent_connections_per_host(self) -> dict[int, int]:
         """Highest number of simultaneously open connections each host saw."""
         return {i: h.max_connections_open for i, h in self.hosts.items()}
+
+    def overlapping_requests(self) -> int:
+        """Requests that arrived while another one to the same host was in flight."""
+        return self.total.requests_overlapping
 
     def connections_per_host(self) -> dict[int, int]:
         """Connections accepted per host (fewer means better keep-alive reuse)."""
@@ -122,6 +132,7 @@ class ServerStats:
             "hosts": {str(i): asdict(h) for i, h in self.hosts.items()},
             "total": asdict(self.total),
             "control_requests": self.control_requests,
+            "first_request_at": self.first_request_at,
             "events": [list(e) for e in self.events],
         }
 
@@ -132,6 +143,7 @@ class ServerStats:
         stats.hosts = {int(i): HostStats(**h) for i, h in data["hosts"].items()}
         stats.total = HostStats(**data["total"])
         stats.control_requests = data["control_requests"]
+        stats.first_request_at = data["first_request_at"]
         stats.events = [ResponseEvent(*e) for e in data["events"]]
         return stats
 
@@ -142,6 +154,7 @@ class ServerStats:
             h._reset()
         self.events.clear()
         self.control_requests = 0
+        self.first_request_at = None
 
     def _each(self, host: int) -> tuple[HostStats, HostStats]:
         return self.hosts[host], self.total
@@ -156,9 +169,13 @@ class ServerStats:
         for h in self._each(host):
             h.connections_open -= 1
 
-    def _request_received(self, host: int) -> None:
+    def _request_received(self, host: int, now: float) -> None:
+        if self.first_request_at is None:
+            self.first_request_at = now
+        overlapping = self.hosts[host].requests_in_flight > 0
         for h in self._each(host):
             h.requests_total += 1
+            h.requests_overlapping += overlapping
             h.requests_in_flight += 1
             h.max_requests_in_flight = max(h.max_requests_in_flight, h.requests_in_flight)
 
@@ -292,7 +309,7 @@ class _TestWebProtocol(Protocol):
             request = _parse_head(head)
             self._queue.append(request)
             if self._host is not None:
-                self._server.stats._request_received(self._host.index)
+                self._server.stats._request_received(self._host.index, self._server.clock())
             if request.close:
                 self._buffer = b""  # nothing after a closing request will be answered
                 break
