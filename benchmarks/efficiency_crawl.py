@@ -52,8 +52,8 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-import efficiency_report as report
-from efficiency_report import QUALITY_MODELS, STOCK, markdown, rst
+import reporting as report
+from reporting import QUALITY_MODELS, STOCK
 
 from scrapy_twolevel.sim.des import VARIANTS, CrawlRun, Fetch
 from scrapy_twolevel.sim.webgen import generate_paper_web, web_stats
@@ -414,37 +414,33 @@ def main(argv: list[str] | None = None) -> int:
         f"K = CONCURRENT_REQUESTS = {k}; CONCURRENT_REQUESTS_PER_DOMAIN = "
         f"{args.per_domain or 'Scrapy default (8)'}."
     )
-    sections: list[tuple[str, str, report.Table]] = []
+    sections: list[report.Section] = []
     if main_checks:
-        sections.append(("Reference shapes and targets", "", report.checks_table(main_checks)))
+        sections.append(
+            ("Reference shapes and targets", "", [("", report.checks_table(main_checks))])
+        )
     for model in QUALITY_MODELS:
         t_bf = summary[model]["breadth-first"]["total_time"]
         sections.append(
             (
                 f"{model} quality (T_BF = {t_bf:.1f} s)",
                 f"crawl_{model}.png",
-                report.main_table(summary[model]),
+                [("", report.main_table(summary[model]))],
             )
         )
-    sections.append(("CPU: the scheduler's share of the crawler's CPU", "", cpu_table(cpu)))
-    sections.append(("Every page once, one request per host", "", completeness_table(complete)))
+    sections.append(("CPU: the scheduler's share of the crawler's CPU", "", [("", cpu_table(cpu))]))
+    sections.append(
+        ("Every page once, one request per host", "", [("", completeness_table(complete))])
+    )
 
-    md = ["# Crawl efficiency with real crawls (`scrapy crawl` on the local test web)", ""]
-    md += [header, "", web_text, ""]
-    inc = [header, "", web_text, ""]
-    for title, png, table in sections:
-        md += [f"## {title}", ""]
-        inc += [title, "~" * len(title), ""]
-        if png:
-            md += [f"![{png}](../../docs/results/{png})", ""]
-            inc += [f".. image:: results/{png}", "   :width: 100%", ""]
-        md.append(markdown(table))
-        inc.append(rst(table))
-    md += ["## Definitions", "", *[f"- **{k_}**: {v}" for k_, v in CRAWL_DEFINITIONS.items()], ""]
-
+    md, inc = report.render(
+        "Crawl efficiency with real crawls (`scrapy crawl` on the local test web)",
+        [header, web_text],
+        sections,
+        CRAWL_DEFINITIONS,
+    )
     print()
-    for title, _, table in sections:
-        print(f"## {title}\n\n{markdown(table)}")
+    report.print_sections(sections)
     print(f"Whole run: {elapsed / 60:.1f} min")
     if args.quick:
         return 0

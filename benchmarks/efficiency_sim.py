@@ -54,8 +54,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import efficiency_report as report
-from efficiency_report import QUALITY_MODELS, STOCK, markdown, rst
+import reporting as report
+from reporting import QUALITY_MODELS, STOCK
 
 from scrapy_twolevel.sim.des import VARIANTS, CrawlRun, simulate
 from scrapy_twolevel.sim.webgen import generate_paper_web, web_stats
@@ -301,7 +301,7 @@ def main(argv: list[str] | None = None) -> int:
     )
 
     # (title, table) pairs, printed, written as Markdown and as the docs' reST fragment.
-    sections: list[tuple[str, str, list[tuple[str, report.Table]]]] = [
+    sections: list[report.Section] = [
         ("Reference shapes (session model)", pf_text, [("", report.checks_table(main_checks))])
     ]
     for model in QUALITY_MODELS:
@@ -370,34 +370,14 @@ def main(argv: list[str] | None = None) -> int:
         )
     )
 
-    md = [
-        "# Crawl efficiency in simulation (reference study's shapes)",
-        "",
-        header,
-        "",
-        web_text,
-        "",
-    ]
-    inc = [header, "", web_text, ""]
-    for title, note, tables in sections:
-        md += [f"## {title}", ""]
-        inc += [title, "~" * len(title), ""]
-        if note.endswith(".png"):
-            md += [f"![{note}](../../docs/results/{note})", ""]
-            inc += [f".. image:: results/{note}", "   :width: 100%", ""]
-        elif note:
-            md += [note, ""]
-            inc += [note, ""]
-        for caption, table in tables:
-            md += ([f"{caption}:", ""] if caption else []) + [markdown(table)]
-            inc.append(rst(table, caption))
-    md += ["## Definitions", "", *[f"- **{k_}**: {v}" for k_, v in SIM_DEFINITIONS.items()], ""]
-
+    md, inc = report.render(
+        "Crawl efficiency in simulation (reference study's shapes)",
+        [header, web_text],
+        sections,
+        SIM_DEFINITIONS,
+    )
     print()
-    for title, _, tables in sections[:3]:
-        print(f"## {title}\n")
-        for _, table in tables:
-            print(markdown(table))
+    report.print_sections(sections[:3])
     print(f"Whole run: {elapsed:.0f} s")
     if args.quick:
         return 0

@@ -800,12 +800,16 @@ def write_reports(
     out_dir: Path,
     name: str,
 ) -> str:
+    import reporting  # here, not at the top: workers must not import it (nor numpy with it)
+
     add_ratios(runs)
     code = env.get("code", {})
     table = markdown_table(runs)
     per_run, flat = verdicts(runs, sizes)
     targets = verdict_tables(per_run, flat)
-    pngs = plot(runs, out_dir, name)
+    # The committed run's figures go where the docs show them; other runs keep theirs.
+    canonical = out_dir.resolve() == RESULTS.resolve() and name == "scheduler"
+    pngs = plot(runs, reporting.DOCS_RESULTS if canonical else out_dir, name)
     data = {
         "command": command,
         "environment": env,
@@ -847,10 +851,36 @@ def write_reports(
         "",
         *[f"- {note}" for note in method_notes(cap_s)],
         "",
-        *[f"![{png.stem}]({png.name})" for png in pngs],
+        *[f"![{png.stem}]({os.path.relpath(png, out_dir)})" for png in pngs],
         "",
     ]
     (out_dir / f"{name}.md").write_text("\n".join(md), encoding="utf-8")
+    if canonical:
+        table_rst, *target_rst = [
+            reporting.rst(t) for t in reporting.tables_from_markdown(table + "\n" + targets)
+        ]
+        reporting.write_docs_fragment(
+            "scheduler",
+            [
+                f"Command: ``{command}``; {env['date']}; Python {env['python']}, Scrapy "
+                f"{env['scrapy']}; {env['cpu_count']} CPUs; whole run {elapsed / 60:.1f} min; "
+                f"scrapy_twolevel at commit {code.get('commit') or '?'}"
+                + (" plus uncommitted changes." if code.get("source") == "worktree" else "."),
+                "",
+                *[f".. image:: results/{png.name}\n   :width: 100%\n" for png in pngs],
+                "Measurements (µs per request; x SPQ / x DAPQ: total CPU relative to the stock "
+                "scheduler of the same size and storage):",
+                "",
+                table_rst,
+                "Targets:",
+                "",
+                *target_rst,
+                "Method:",
+                "",
+                *[f"- {note}" for note in method_notes(cap_s)],
+                "",
+            ],
+        )
     return table + "\n" + targets
 
 

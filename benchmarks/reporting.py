@@ -1,11 +1,13 @@
-"""What the two crawl-efficiency harnesses share: metrics, checks, tables, plots, result files.
+"""What the benchmarks share: tables rendered for the console and the docs, result files,
+and the crawl-efficiency metrics, checks and plots.
 
 ``efficiency_sim.py`` (discrete-event simulation) and ``efficiency_crawl.py`` (real
 ``scrapy crawl`` runs against the local test web) both turn a crawl into a
 :class:`~scrapy_twolevel.sim.des.CrawlRun` and report it here, so the two harnesses print
 the same figures, check the same reference shapes and draw the same three-panel plots.
+``scheduler_overhead.py`` uses the table rendering and writes its docs fragment here too.
 
-Outputs, per harness (``sim`` or ``crawl``):
+Outputs, per crawl-efficiency harness (``sim`` or ``crawl``):
 
 - ``benchmarks/results/efficiency.json``: one section per harness with every curve and
   summary figure (a harness rewrites only its own section);
@@ -284,6 +286,29 @@ def checks_table(items: list[dict[str, Any]]) -> Table:
     return ["shape", "target", "measured", "met"], rows
 
 
+def tables_from_markdown(text: str) -> list[Table]:
+    """The pipe tables of a Markdown text, to render them again with :func:`rst`."""
+    tables: list[Table] = []
+    rows: list[list[str]] = []
+    for line in [*text.splitlines(), ""]:
+        if line.startswith("|"):
+            cells = [c.strip() for c in line.strip().strip("|").split("|")]
+            if not all(set(c) <= set("-:") for c in cells):  # skip the |---| line
+                rows.append(cells)
+        elif rows:
+            tables.append((rows[0], rows[1:]))
+            rows = []
+    return tables
+
+
+def write_docs_fragment(name: str, lines: Sequence[str]) -> Path:
+    """``docs/results/<name>.inc``: reST that a docs page includes."""
+    DOCS_RESULTS.mkdir(parents=True, exist_ok=True)
+    path = DOCS_RESULTS / f"{name}.inc"
+    path.write_text("\n".join(lines), encoding="utf-8")
+    return path
+
+
 def markdown(table: Table) -> str:
     head, rows = table
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
@@ -300,6 +325,42 @@ def rst(table: Table, title: str = "") -> str:
         out.append(f"   * - {cells[0]}")
         out += [f"     - {c}" for c in cells[1:]]
     return "\n".join(out) + "\n\n"
+
+
+Section = tuple[str, str, list[tuple[str, Table]]]
+"""``(title, note, [(caption, table), ...])``; a note ending in ``.png`` is a figure in
+``docs/results/``, any other note a paragraph."""
+
+
+def render(
+    title: str, intro: Sequence[str], sections: Sequence[Section], definitions: dict[str, str]
+) -> tuple[list[str], list[str]]:
+    """The report as Markdown lines (``benchmarks/results``) and reST lines (the docs)."""
+    md, inc = [f"# {title}", ""], []
+    for paragraph in intro:
+        md += [paragraph, ""]
+        inc += [paragraph, ""]
+    for heading, note, tables in sections:
+        md += [f"## {heading}", ""]
+        inc += [heading, "~" * len(heading), ""]
+        if note.endswith(".png"):
+            md += [f"![{note}](../../docs/results/{note})", ""]
+            inc += [f".. image:: results/{note}", "   :width: 100%", ""]
+        elif note:
+            md += [note, ""]
+            inc += [note, ""]
+        for caption, table in tables:
+            md += ([f"{caption}:", ""] if caption else []) + [markdown(table)]
+            inc.append(rst(table, caption))
+    md += ["## Definitions", "", *[f"- **{k}**: {v}" for k, v in definitions.items()], ""]
+    return md, inc
+
+
+def print_sections(sections: Sequence[Section]) -> None:
+    for heading, _, tables in sections:
+        print(f"## {heading}\n")
+        for _, table in tables:
+            print(markdown(table))
 
 
 # -- plots ----------------------------------------------------------------------------------
@@ -345,6 +406,7 @@ def plot_model(
     axes[1].legend(loc="lower right", fontsize=8)
     fig.suptitle(title + "  (grey lines: 30%, 50%, 100% of T_BF)", fontsize=10)
     fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=100)
     plt.close(fig)
 
@@ -377,5 +439,4 @@ def write_harness(
     combined[harness] = data
     RESULTS_JSON.write_text(json.dumps(combined, indent=1) + "\n", encoding="utf-8")
     (RESULTS_DIR / f"efficiency_{harness}.md").write_text("\n".join(md), encoding="utf-8")
-    DOCS_RESULTS.mkdir(parents=True, exist_ok=True)
-    (DOCS_RESULTS / f"efficiency_{harness}.inc").write_text("\n".join(inc), encoding="utf-8")
+    write_docs_fragment(f"efficiency_{harness}", inc)

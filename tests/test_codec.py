@@ -1,0 +1,94 @@
+"""The request encoding used on disk: exact round trips, clear refusals, never pickle."""
+
+from __future__ import annotations
+
+import pytest
+from scrapy import Request
+from scrapy.utils.request import request_from_dict
+
+from scrapy_twolevel import codec
+
+VALUES = [
+    None,
+    True,
+    0,
+    -7,
+    2**70,
+    1.5,
+    "",
+    "héllo",
+    b"",
+    b"\x00\xffbytes",
+    [],
+    [1, [2, [b"x"]]],
+    (),
+    (1, (2, b"y"), [3]),
+    {},
+    {"a": 1, "b": [1.0, None]},
+    {b"Content-Type": [b"text/html"], b"X": [b"1", b"2"]},  # request headers
+    {"$b": "looks like a tag", "$d": 1},  # user keys that start with "$"
+    {"$b": "alone"},
+    {1: "int key", (2, 3): "tuple key", None: "none key"},
+    {"nested": {"t": (1,), "d": {b"k": b"v"}}},
+]
+
+
+@pytest.mark.parametrize("value", VALUES, ids=repr)
+def test_round_trip_is_exact(value):
+    decoded = codec.decode(codec.encode(value))
+    assert decoded == value
+    assert type(decoded) is type(value)  # tuples stay tuples, bytes stay bytes
+
+
+def test_nested_types_survive():
+    value = {"t": (b"a", ("b",)), "l": [(1, 2)]}
+    decoded = codec.decode(codec.encode(value))
+    assert type(decoded["t"]) is tuple and type(decoded["t"][0]) is bytes
+    assert type(decoded["t"][1]) is tuple and type(decoded["l"][0]) is tuple
+
+
+@pytest.mark.parametrize(
+    "value", [object(), {1, 2}, lambda: 0, float("nan"), float("inf"), [b"ok", object()]]
+)
+def test_what_json_cannot_hold_is_refused(value):
+    with pytest.raises(ValueError):
+        codec.encode(value)
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"",
+        b"\xff\xfe",
+        b"not json",
+        b'{"$b": "!!!not base64"}',
+        b'{"$b": 5}',
+        b'{"$t": 5}',
+        b'{"$d": [[1, 2, 3]]}',
+        b'{"$d": [[[1], 2]]}',
+        b"[" * 100_000 + b"]" * 100_000,
+        b"\x80\x04\x95\x05\x00\x00\x00\x00\x00\x00\x00K\x01.",  # a pickle is just garbage here
+    ],
+)
+def test_garbage_gives_value_error(data):
+    with pytest.raises(ValueError, match="not an encoded record"):
+        codec.decode(data)
+
+
+def test_a_request_survives_the_trip():
+    request = Request(
+        "http://example.com/p?q=1",
+        method="POST",
+        body=b"a=1",
+        headers={"X-One": "1", "Accept": ["a", "b"]},
+        cookies={"c": "v"},
+        meta={"twolevel_quality": 0.25, "depth": 3, "pair": (1, "x")},
+        priority=7,
+        dont_filter=True,
+        cb_kwargs={"page": 2},
+        flags=["f"],
+    )
+    again = request_from_dict(codec.decode(codec.encode(request.to_dict())))
+    assert again.to_dict() == request.to_dict()
+    assert again.meta["pair"] == (1, "x")
+    assert again.headers.getlist("Accept") == [b"a", b"b"]
