@@ -125,6 +125,7 @@ def run_worker(variant: str, ready_file: Path, connections: int, per_domain: int
     from scrapy.core.scheduler import Scheduler
     from scrapy.crawler import AsyncCrawlerProcess
 
+    from scrapy_twolevel.frontier import TwoLevelFrontier
     from scrapy_twolevel.middleware import HostMetricsMiddleware
     from scrapy_twolevel.scheduler import TwoLevelScheduler
     from scrapy_twolevel.testing.spider import SEEDS_SETTING, TestWebSpider
@@ -135,8 +136,13 @@ def run_worker(variant: str, ready_file: Path, connections: int, per_domain: int
         for name in ("enqueue_request", "next_request"):
             meters.wrap("scheduler", Scheduler, name)
     else:
-        for name in ("enqueue_request", "next_request", "_request_left", "_host_measured"):
+        # The scheduler's signal handlers are metered through the frontier methods they
+        # call: a wrapper taking **kwargs in their place would receive every argument of
+        # the signal (pydispatcher reads the receiver's code object) and fail.
+        for name in ("enqueue_request", "next_request"):
             meters.wrap("scheduler", TwoLevelScheduler, name)
+        for name in ("done", "observe"):
+            meters.wrap("scheduler", TwoLevelFrontier, name)
         for name in ("process_response", "process_exception"):
             meters.wrap("middleware", HostMetricsMiddleware, name)
     settings = {
@@ -262,7 +268,12 @@ def run_variant(
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=CRAWL_TIMEOUT)
     if proc.returncode != 0:
         raise RuntimeError(f"{variant} crawl failed:\n{proc.stderr[-3000:]}")
-    return served.stats(), json.loads(proc.stdout.strip().splitlines()[-1])
+    worker = json.loads(proc.stdout.strip().splitlines()[-1])
+    # A host freed by the fallback instead of request_left_downloader, or a logged error,
+    # means the crawl did not run as a user's would: refuse to report it.
+    if worker["stats"].get("twolevel/released_without_download") or "Traceback" in proc.stderr:
+        raise RuntimeError(f"{variant} crawl did not run cleanly:\n{proc.stderr[-3000:]}")
+    return served.stats(), worker
 
 
 def cpu_table(cpu: dict[str, dict[str, dict[str, Any]]]) -> report.Table:
