@@ -136,8 +136,8 @@ VARIANTS: dict[str, Variant] = {
     )
 }
 #: Run at every size. The extras (the other two policies; crawl-capability with a 1 MB SQLite
-#: cache instead of the default 16 MB, to show how much of the JOBDIR RAM is that cache) run
-#: at 100k pending only, unless ``--all-policies``.
+#: cache instead of the default 4 MB of TWOLEVEL_DISK_CACHE_MB, to show how much of the
+#: JOBDIR RAM is that cache) run at 100k pending only, unless ``--all-policies``.
 CORE_VARIANTS = (
     "stock-spq-mem",
     "stock-dapq-mem",

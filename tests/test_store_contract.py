@@ -144,15 +144,18 @@ def test_corrupt_file_is_reported_and_left_untouched(tmp_path):
     assert path.read_bytes() == before
 
 
-def test_foreign_sqlite_file_is_reported(tmp_path):
+@pytest.mark.parametrize("marker", ["somebody-else/3", "scrapy_twolevel.frontier/1"])
+def test_foreign_or_older_sqlite_file_is_reported_and_untouched(tmp_path, marker):
     path = tmp_path / "f.sqlite3"
     db = sqlite3.connect(path)
     db.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT)")
-    db.execute("INSERT INTO meta VALUES ('format', 'somebody-else/3')")
+    db.execute("INSERT INTO meta VALUES ('format', ?)", (marker,))
     db.commit()
     db.close()
-    with pytest.raises(StateError, match="somebody-else/3"):
+    before = path.read_bytes()
+    with pytest.raises(StateError, match=f"{path}.*{marker}.*another version"):
         SqliteStore(path)
+    assert path.read_bytes() == before
 
 
 def test_sqlite_head_sum_stays_exact_under_random_pushes_and_pops(tmp_path):

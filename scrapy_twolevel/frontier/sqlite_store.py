@@ -54,21 +54,26 @@ class SqliteStore:
     def __init__(self, path: str | Path, *, cache_mb: int = 4, commit_every: int = 2000) -> None:
         self.path = Path(path)
         existed = self.path.exists() and self.path.stat().st_size > 0
+        self.db = sqlite3.connect(self.path, isolation_level=None)
         try:
-            self.db = sqlite3.connect(self.path, isolation_level=None)
+            if existed:
+                # Before any PRAGMA: switching a foreign file to WAL would rewrite its header.
+                self._check_format()
             self.db.execute("PRAGMA journal_mode=WAL")
             self.db.execute("PRAGMA synchronous=OFF")
             self.db.execute(f"PRAGMA cache_size=-{int(cache_mb) * 1024}")
-            if existed:
-                self._check_format()
-            else:
+            if not existed:
                 self.db.executescript(_SCHEMA)
                 self.db.execute("INSERT INTO meta VALUES ('format', ?)", (FORMAT,))
         except sqlite3.DatabaseError as exc:
+            self.db.close()
             raise StateError(
                 f"{self.path} is not a scrapy_twolevel frontier file ({exc}); it was left "
                 "untouched. Use a fresh JOBDIR, or delete the file to start over."
             ) from exc
+        except StateError:
+            self.db.close()
+            raise
         self._commit_every = commit_every
         self._uncommitted = 0
         self._host_ids: dict[str, int] = dict(
