@@ -43,12 +43,10 @@ import functools
 import json
 import os
 import shlex
-import signal
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -57,11 +55,11 @@ from reporting import QUALITY_MODELS, STOCK
 
 from scrapy_twolevel.sim.des import VARIANTS, CrawlRun, Fetch
 from scrapy_twolevel.sim.webgen import generate_paper_web, web_stats
-from scrapy_twolevel.testing.server import ServerStats, fetch_remote_stats
+from scrapy_twolevel.testing.process import ServerProcess
+from scrapy_twolevel.testing.server import ServerStats
 from scrapy_twolevel.testing.web import WebSpec
 
 HERE = Path(__file__).resolve().parent
-SERVER_START_TIMEOUT = 60.0
 CRAWL_TIMEOUT = 900.0
 
 CRAWL_DEFINITIONS = {
@@ -184,54 +182,6 @@ def run_worker(variant: str, ready_file: Path, connections: int, per_domain: int
 # -- the driver ----------------------------------------------------------------------------
 
 
-class ServedWeb:
-    """The test web server in its own process, so the crawler's CPU is its own."""
-
-    def __init__(self, web: WebSpec, workdir: Path, delay_scale: float) -> None:
-        web_file = workdir / "web.json"
-        web_file.write_text(web.to_json())
-        self.ready_file = workdir / "ready.json"
-        self.ready_file.unlink(missing_ok=True)
-        self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "scrapy_twolevel.testing",
-                "serve",
-                "--web",
-                str(web_file),
-                "--delay-scale",
-                str(delay_scale),
-                "--ready-file",
-                str(self.ready_file),
-            ],
-            stdout=subprocess.DEVNULL,
-        )
-        deadline = time.monotonic() + SERVER_START_TIMEOUT
-        while not self.ready_file.exists():  # written atomically once listening
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                self.stop()
-                raise RuntimeError("the test web server did not start")
-            time.sleep(0.05)
-        self.control = json.loads(self.ready_file.read_text())["control"]
-
-    def reset(self) -> None:
-        with urllib.request.urlopen(f"{self.control}/_reset", timeout=30) as response:
-            response.read()
-
-    def stats(self) -> ServerStats:
-        return fetch_remote_stats(self.control, timeout=60)
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-
-
 def crawl_run(variant: str, connections: int, web: WebSpec, stats: ServerStats) -> CrawlRun:
     """The server's record of one crawl as a :class:`CrawlRun` (time 0: first request)."""
     origin = stats.first_request_at or 0.0
@@ -250,7 +200,7 @@ def crawl_run(variant: str, connections: int, web: WebSpec, stats: ServerStats) 
 
 
 def run_variant(
-    served: ServedWeb, variant: str, connections: int, per_domain: int | None
+    served: ServerProcess, variant: str, connections: int, per_domain: int | None
 ) -> tuple[ServerStats, dict[str, Any]]:
     served.reset()
     cmd = [
@@ -365,41 +315,40 @@ def main(argv: list[str] | None = None) -> int:
         web_info[model] = web_stats(web)
         reachable = web.reachable()
         runs[model], cpu[model], complete[model] = {}, {}, {}
-        with tempfile.TemporaryDirectory(prefix="twolevel-efficiency-") as tmp:
-            served = ServedWeb(web, Path(tmp), args.delay_scale)
-            try:
-                for variant in variants:
-                    t0 = time.perf_counter()
-                    stats, worker = run_variant(served, variant, k, args.per_domain)
-                    run = crawl_run(variant, k, web, stats)
-                    runs[model][variant] = run
-                    counts = stats.fetch_counts()
-                    complete[model][variant] = {
-                        "fetched": len(counts),
-                        "missing": len(reachable - counts.keys()),
-                        "duplicates": sum(1 for n in counts.values() if n > 1),
-                        "max_in_flight_per_host": run.max_parallel_per_server,
-                    }
-                    scheduler_s = worker["meters_s"].get("scheduler", 0.0)
-                    cpu[model][variant] = {
-                        "cpu_s": worker["cpu_s"],
-                        "wall_s": worker["wall_s"],
-                        "pages": run.pages,
-                        "scheduler_s": scheduler_s,
-                        "scheduler_share": scheduler_s / worker["cpu_s"],
-                        "middleware_s": worker["meters_s"].get("middleware", 0.0),
-                        "meter_calls": worker["meter_calls"],
-                        "crawl_stats": worker["stats"],
-                    }
-                    log(
-                        f"{model:8s} {variant:18s} {run.pages:5d} pages "
-                        f"in {run.total_time:6.1f} s, "
-                        f"t80 {run.time_to_quality(0.8):6.1f} s, "
-                        f"{run.politeness_violations:5d} violations "
-                        f"(crawl {time.perf_counter() - t0:.0f} s)"
-                    )
-            finally:
-                served.stop()
+        with (
+            tempfile.TemporaryDirectory(prefix="twolevel-efficiency-") as tmp,
+            ServerProcess(web, Path(tmp), delay_scale=args.delay_scale) as served,
+        ):
+            for variant in variants:
+                t0 = time.perf_counter()
+                stats, worker = run_variant(served, variant, k, args.per_domain)
+                run = crawl_run(variant, k, web, stats)
+                runs[model][variant] = run
+                counts = stats.fetch_counts()
+                complete[model][variant] = {
+                    "fetched": len(counts),
+                    "missing": len(reachable - counts.keys()),
+                    "duplicates": sum(1 for n in counts.values() if n > 1),
+                    "max_in_flight_per_host": run.max_parallel_per_server,
+                }
+                scheduler_s = worker["meters_s"].get("scheduler", 0.0)
+                cpu[model][variant] = {
+                    "cpu_s": worker["cpu_s"],
+                    "wall_s": worker["wall_s"],
+                    "pages": run.pages,
+                    "scheduler_s": scheduler_s,
+                    "scheduler_share": scheduler_s / worker["cpu_s"],
+                    "middleware_s": worker["meters_s"].get("middleware", 0.0),
+                    "meter_calls": worker["meter_calls"],
+                    "crawl_stats": worker["stats"],
+                }
+                log(
+                    f"{model:8s} {variant:18s} {run.pages:5d} pages "
+                    f"in {run.total_time:6.1f} s, "
+                    f"t80 {run.time_to_quality(0.8):6.1f} s, "
+                    f"{run.politeness_violations:5d} violations "
+                    f"(crawl {time.perf_counter() - t0:.0f} s)"
+                )
 
     summary = {model: report.summaries(per_variant) for model, per_variant in runs.items()}
     full = set(variants) >= set(VARIANTS)

@@ -152,17 +152,31 @@ def _positions(result, web, hosts):
     return [i for i, page in enumerate(order) if web.pages[page].host in hosts]
 
 
-def test_performance_first_fetches_fast_hosts_pages_first(tmp_path):
+@pytest.fixture(scope="module")
+def slow_fast_crawls(tmp_path_factory):
+    """Hosts 0-3 20x slower than hosts 4-7, pages of equal value: one crawl per policy.
+
+    Shared by the tests below, which each compare one policy with breadth-first.
+    """
     web = _split_hosts_web(
         {"connect_delay": 0.04, "response_delay": 0.06},
         {"connect_delay": 0.002, "response_delay": 0.003},
     )
+    tmp_path = tmp_path_factory.mktemp("slow-fast")
     settings = {**TWOLEVEL, "CONCURRENT_REQUESTS": 2}
-    perf = crawl(tmp_path, web, {**settings, "TWOLEVEL_POLICY": "performance-first"})
-    bf = crawl(tmp_path, web, {**settings, "TWOLEVEL_POLICY": "breadth-first"})
-    for result in (perf, bf):
+    results = {
+        policy: crawl(tmp_path, web, {**settings, "TWOLEVEL_POLICY": policy})
+        for policy in ("breadth-first", "performance-first", "crawl-capability")
+    }
+    for result in results.values():
         assert result.server.fetch_counts() == {page: 1 for page in web.reachable()}
         assert_polite(result)
+    return web, results
+
+
+def test_performance_first_fetches_fast_hosts_pages_first(slow_fast_crawls):
+    web, results = slow_fast_crawls
+    perf, bf = results["performance-first"], results["breadth-first"]
     fast = range(4, 8)
     perf_fast = mean(_positions(perf, web, fast))
     bf_fast = mean(_positions(bf, web, fast))
@@ -199,7 +213,7 @@ def _quality_by(result, web, t):
     )
 
 
-def test_crawl_capability_quality_curve_dominates_breadth_first_early(tmp_path):
+def test_crawl_capability_quality_curve_dominates_breadth_first_early(slow_fast_crawls):
     """Pages of equal value everywhere, but hosts 0-3 are 20x slower than hosts 4-7.
 
     Breadth-first opens hosts in the order their seeds were queued (the slow ones first)
@@ -209,16 +223,8 @@ def test_crawl_capability_quality_curve_dominates_breadth_first_early(tmp_path):
     breadth-first's time). With two connections, all 60 fast pages take crawl-capability
     ~0.4 s, while breadth-first spends most of its first second on slow hosts.
     """
-    web = _split_hosts_web(
-        {"connect_delay": 0.04, "response_delay": 0.06},
-        {"connect_delay": 0.002, "response_delay": 0.003},
-    )
-    settings = {**TWOLEVEL, "CONCURRENT_REQUESTS": 2}
-    cc = crawl(tmp_path, web, {**settings, "TWOLEVEL_POLICY": "crawl-capability"})
-    bf = crawl(tmp_path, web, {**settings, "TWOLEVEL_POLICY": "breadth-first"})
-    for result in (cc, bf):
-        assert result.server.fetch_counts() == {page: 1 for page in web.reachable()}
-        assert_polite(result)
+    web, results = slow_fast_crawls
+    cc, bf = results["crawl-capability"], results["breadth-first"]
     t_bf = bf.server.events[-1].time - bf.server.first_request_at
     total = sum(p.quality for p in web.pages)
     for fraction in (0.2, 0.3, 0.5):

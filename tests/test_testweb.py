@@ -11,8 +11,6 @@ import http.client
 import json
 import os
 import re
-import selectors
-import signal
 import socket
 import subprocess
 import sys
@@ -29,6 +27,7 @@ from scrapy.utils.test import get_crawler
 
 from scrapy_twolevel.testing import server as server_mod
 from scrapy_twolevel.testing import spider as spider_mod
+from scrapy_twolevel.testing.process import ServerProcess
 from scrapy_twolevel.testing.web import (
     CONTROL_ADDRESS,
     HostProfile,
@@ -205,68 +204,34 @@ PROFILES = [
 @dataclass
 class Served:
     web: WebSpec
-    port: int
-    seeds: list[str]
-    control: str
-    proc: subprocess.Popen[str]
+    server: ServerProcess
+
+    @property
+    def port(self) -> int:
+        return self.server.port
+
+    @property
+    def seeds(self) -> list[str]:
+        return self.server.seeds
+
+    @property
+    def control(self) -> str:
+        return self.server.control
 
     def address(self, host: int) -> tuple[str, int]:
         return (self.web.hosts[host].address, self.port)
 
     def stats(self) -> server_mod.ServerStats:
-        return server_mod.fetch_remote_stats(self.control, timeout=TIMEOUT)
-
-
-def _read_line(proc: subprocess.Popen[str], timeout: float) -> str:
-    assert proc.stdout is not None
-    with selectors.DefaultSelector() as sel:
-        sel.register(proc.stdout, selectors.EVENT_READ)
-        if not sel.select(timeout):
-            raise TimeoutError("the server did not announce itself")
-    return proc.stdout.readline()
-
-
-def _stop(proc: subprocess.Popen[str]) -> int:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=TIMEOUT)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=TIMEOUT)
-    return proc.returncode
+        return self.server.stats()
 
 
 @pytest.fixture
 def served(tmp_path: Path) -> Iterator[Served]:
     web = generate_web(4, 5, seed=7, host_profiles=PROFILES, n_seeds=2)
-    web_file = tmp_path / "web.json"
-    web_file.write_text(web.to_json())
-    ready_file = tmp_path / "ready.json"
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "scrapy_twolevel.testing",
-            "serve",
-            "--web",
-            str(web_file),
-            "--ready-file",
-            str(ready_file),
-        ],
-        stdout=subprocess.PIPE,
-        text=True,
-        env=_env(),
-    )
-    try:
-        line = _read_line(proc, TIMEOUT)
-        ready = json.loads(line)
-        assert json.loads(ready_file.read_text()) == ready  # file written before the print
-        yield Served(web, ready["port"], ready["seeds"], ready["control"], proc)
-    finally:
-        _stop(proc)
-        if proc.stdout is not None:
-            proc.stdout.close()
+    with ServerProcess(web, tmp_path, timeout=TIMEOUT, env=_env()) as server:
+        # the ready file is written (atomically) before the line is printed
+        assert json.loads(server.ready_file.read_text()) == server.ready
+        yield Served(web, server)
 
 
 def _connect(address: tuple[str, int]) -> socket.socket:
@@ -437,7 +402,7 @@ def test_stats_see_two_concurrent_requests_to_one_host(served: Served) -> None:
 
 def test_server_exits_cleanly_on_sigterm(served: Served) -> None:
     with _connect(served.address(KEEPALIVE)):  # an open connection must not block shutdown
-        assert _stop(served.proc) == 0
+        assert served.server.stop() == 0
 
 
 # -- spider ----------------------------------------------------------------------------------
