@@ -52,7 +52,7 @@ class Host:
         "key",
         "open",
         "queue",
-        "rank_score",
+        "rank_key",
         "rank_token",
         "session_budget",
         "session_served",
@@ -71,7 +71,7 @@ class Host:
         self.session_started = 0.0
         self.sessions = 0
         self.rank_token = -1  # seq of the live ranking entry, -1 when not ranked
-        self.rank_score = 0.0  # score of that entry
+        self.rank_key = 0.0  # -score of that entry: the same float object as in the heap
 
 
 @dataclass(frozen=True, slots=True)
@@ -253,16 +253,16 @@ class TwoLevelFrontier:
                 host.rank_token = -1
                 self._ranked -= 1
             return
-        score = self.policy.score(host.queue, host.estimate, self.params)
+        key = -self.policy.score(host.queue, host.estimate, self.params)
         if host.rank_token >= 0:
             # Keep the old entry (and its place among ties) if the score is unchanged.
-            if host.rank_score == score:
+            if host.rank_key == key:
                 return
             self._ranked -= 1
         self._seq += 1
         host.rank_token = self._seq
-        host.rank_score = score
-        heapq.heappush(self._ranking, (-score, self._seq, host.key))
+        host.rank_key = key
+        heapq.heappush(self._ranking, (key, self._seq, host.key))
         self._ranked += 1
         if len(self._ranking) > 2 * self._ranked + 64:
             self._compact()
