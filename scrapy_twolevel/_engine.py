@@ -2,7 +2,8 @@
 
 Scrapy has no public hook to (a) wake the engine when a scheduler that held requests back
 has one ready again, or (b) ask which requests are still inside the downloader. Both are
-checked by ``tests/test_engine_internals.py``, which fails loudly if Scrapy changes them.
+checked inside a real crawl by ``test_scrapy_internals_we_rely_on_still_exist`` in
+``tests/test_crawl.py``, which fails loudly if Scrapy changes them.
 """
 
 from __future__ import annotations
