@@ -26,9 +26,7 @@ from typing import TYPE_CHECKING, Any
 from scrapy import signals
 from scrapy.utils.job import job_dir
 from scrapy.utils.misc import build_from_crawler, load_object
-from scrapy.utils.request import request_from_dict
 
-from . import codec
 from ._engine import requests_in_downloader, wake_engine
 from .addon import MIDDLEWARE_PATH
 from .config import TwoLevelConfig
@@ -41,6 +39,7 @@ from .frontier import (
     memory_queue,
 )
 from .frontier.sqlite_store import SqliteStore, StateError
+from .request_codec import decode_request, encode_request
 from .request_keys import HOST_META_KEY, make_quality, make_request_host
 from .signals import host_measured
 
@@ -248,21 +247,35 @@ class TwoLevelScheduler:
     def next_request(self) -> Request | None:
         frontier = self.frontier
         assert frontier is not None
-        popped = frontier.pop()
-        if popped is None and len(frontier) and self._release_dropped():
+        while True:
             popped = frontier.pop()
-        if popped is None:
-            if len(frontier):
-                self._held_back = True
-                self._inc_stat("twolevel/held_back")
-            return None
-        host, item = popped
-        if isinstance(item, bytes):
-            request = request_from_dict(codec.decode(item), spider=self.spider)
+            if popped is None and len(frontier) and self._release_dropped():
+                popped = frontier.pop()
+            if popped is None:
+                if len(frontier):
+                    self._held_back = True
+                    self._inc_stat("twolevel/held_back")
+                return None
+            host, item = popped
+            if not isinstance(item, bytes):
+                request = item
+                self._inc_stat("scheduler/dequeued/memory")
+                break
+            try:
+                request = decode_request(item, self.spider)
+            except ValueError as exc:
+                # A damaged row, or a callback the spider no longer has: nothing to hand out,
+                # so the host is free again; say so once, count every case.
+                if host != PLAIN_LANE:
+                    frontier.done(host)
+                self._count_once(
+                    "undecodable",
+                    "A stored request could not be rebuilt and is dropped (%(request)s).",
+                    exc,
+                )
+                continue
             self._inc_stat("scheduler/dequeued/disk")
-        else:
-            request = item
-            self._inc_stat("scheduler/dequeued/memory")
+            break
         self._inc_stat("scheduler/dequeued")
         if host != PLAIN_LANE:
             request.meta[HOST_META_KEY] = host
@@ -315,7 +328,7 @@ class TwoLevelScheduler:
 
     def _encode(self, request: Request) -> bytes | Request:
         try:
-            return codec.encode(request.to_dict(spider=self.spider))
+            return encode_request(request, self.spider)
         except (ValueError, TypeError) as exc:
             if self.logunser:
                 logger.warning(
@@ -328,13 +341,14 @@ class TwoLevelScheduler:
             self._inc_stat("scheduler/unserializable")
             return request
 
-    def _count_once(self, what: str, message: str, request: Request) -> None:
+    def _count_once(self, what: str, message: str, subject: object) -> None:
+        """Count ``twolevel/<what>``; log the first case (``message`` may use %(request)s)."""
         self._inc_stat(f"twolevel/{what}")
         if what not in self._warned:
             self._warned.add(what)
             logger.warning(
                 message + " Further cases are only counted in stats (twolevel/%(what)s).",
-                {"request": request, "what": what},
+                {"request": subject, "what": what},
                 extra={"spider": self.spider},
             )
 

@@ -1,12 +1,14 @@
-"""The request encoding used on disk: exact round trips, clear refusals, never pickle."""
+"""The encoding used on disk: exact round trips, compact requests, clear refusals, no pickle."""
 
 from __future__ import annotations
 
 import pytest
-from scrapy import Request
+from scrapy import FormRequest, Request, Spider
+from scrapy.http import JsonRequest
 from scrapy.utils.request import request_from_dict
 
 from scrapy_twolevel import codec
+from scrapy_twolevel.request_codec import decode_request, encode_request
 
 VALUES = [
     None,
@@ -92,3 +94,69 @@ def test_a_request_survives_the_trip():
     assert again.to_dict() == request.to_dict()
     assert again.meta["pair"] == (1, "x")
     assert again.headers.getlist("Accept") == [b"a", b"b"]
+
+
+# -- requests ----------------------------------------------------------------------------
+
+
+class CodecSpider(Spider):
+    name = "codec"
+
+    def parse_item(self, response):
+        pass
+
+    def on_error(self, failure):
+        pass
+
+
+def test_default_fields_are_left_out_and_come_back():
+    request = Request("http://example.com/a", priority=3, meta={"twolevel_quality": 0.5})
+    data = encode_request(request)
+    assert codec.decode(data) == {
+        "url": "http://example.com/a",
+        "meta": {"twolevel_quality": 0.5},
+        "priority": 3,
+    }
+    assert len(data) < len(codec.encode(request.to_dict())) / 2
+    assert decode_request(data).to_dict() == request.to_dict()
+
+
+@pytest.mark.parametrize(
+    "request_",
+    [
+        Request("http://example.com/"),
+        Request("http://example.com/", method="HEAD", dont_filter=True, encoding="latin-1"),
+        Request("http://example.com/", priority=-5, flags=["x"], cb_kwargs={"n": (1, 2)}),
+        Request("http://example.com/", headers={"A": "b"}, cookies={"c": "d"}, body=b"\x00"),
+        FormRequest("http://example.com/form", formdata={"q": "x"}),  # a subclass: kept whole
+        JsonRequest("http://example.com/api", data={"k": [1, 2]}),
+    ],
+    ids=["bare", "options", "extras", "payload", "form", "json"],
+)
+def test_requests_round_trip_exactly(request_):
+    again = decode_request(encode_request(request_))
+    assert type(again) is type(request_)
+    assert again.to_dict() == request_.to_dict()
+
+
+def test_callbacks_travel_as_spider_method_names():
+    spider = CodecSpider()
+    request = Request("http://example.com/", callback=spider.parse_item, errback=spider.on_error)
+    data = encode_request(request, spider)
+    assert codec.decode(data)["callback"] == "parse_item"
+    again = decode_request(data, spider)
+    assert again.callback == spider.parse_item and again.errback == spider.on_error
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"garbage",
+        codec.encode([1, 2]),
+        codec.encode({"no": "url"}),
+        codec.encode({"url": "http://example.com/", "callback": "gone"}),  # not on the spider
+    ],
+)
+def test_what_cannot_be_rebuilt_gives_value_error(data):
+    with pytest.raises(ValueError):
+        decode_request(data, CodecSpider())

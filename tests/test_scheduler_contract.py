@@ -6,6 +6,7 @@ Built with ``get_crawler`` + ``from_crawler``: real settings, real stats, real s
 from __future__ import annotations
 
 import json
+import sqlite3
 
 import pytest
 from scrapy import Request, Spider, signals
@@ -183,6 +184,27 @@ def test_reopen_from_jobdir_loses_nothing_and_keeps_estimates(tmp_path):
     rest = dequeue_all(scheduler, crawler)
     assert sorted(r.url for r in first + rest) == sorted(URLS)
     assert all(r.callback == crawler.spider.parse for r in rest)
+    scheduler.close("finished")
+
+
+def test_damaged_stored_request_is_dropped_counted_and_frees_its_host(tmp_path, caplog):
+    jobdir = tmp_path / "job"
+    scheduler, crawler = create_scheduler({"TWOLEVEL_POLICY": "breadth-first"}, jobdir)
+    for i in range(3):
+        scheduler.enqueue_request(Request(f"http://a.example/{i}"))
+    scheduler.enqueue_request(Request("http://b.example/0"))
+    scheduler.close("shutdown")
+    db = sqlite3.connect(jobdir / "twolevel" / "frontier.sqlite3")
+    db.execute("UPDATE requests SET data = x'00ff' WHERE seq = (SELECT MIN(seq) FROM requests)")
+    db.commit()
+    db.close()
+
+    scheduler, crawler = create_scheduler({"TWOLEVEL_POLICY": "breadth-first"}, jobdir)
+    urls = [r.url for r in dequeue_all(scheduler, crawler)]
+    assert urls == ["http://a.example/1", "http://a.example/2", "http://b.example/0"]
+    assert crawler.stats.get_value("twolevel/undecodable") == 1
+    assert crawler.stats.get_value("scheduler/dequeued") == 3
+    assert "could not be rebuilt" in caplog.text
     scheduler.close("finished")
 
 
