@@ -7,9 +7,11 @@ next P qualities, for crawl-capability).
 Rows are keyed by ``seq`` (the rowid), which grows with every push, so new rows are
 appended to the table instead of landing at random places in a B-tree keyed by host; a
 small index on ``(host, -quality)`` (SQLite appends the rowid to every index entry, so it
-orders by ``(host, -quality, seq)``) makes "best of this host" one index seek. That
-layout costs a fifth of the CPU per insert of a table clustered by ``(host, -quality,
-seq)`` once the frontier outgrows SQLite's page cache.
+orders by ``(host, -quality, seq)``) makes "best of this host" one index seek. Once the
+frontier outgrows SQLite's page cache, an insert costs about a fifth of what it costs in a
+table clustered by ``(host, -quality, seq)``; a pop costs more, as a host's next row sits
+on a page of its own, but less than the insert saved (``benchmarks/scheduler_overhead.py``
+measures both).
 
 Durability is Scrapy's: rows reach the OS (``synchronous=OFF``: no fsync, like Scrapy's
 own disk queues) at every commit, at most ``commit_every`` writes apart and when the
