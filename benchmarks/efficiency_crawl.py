@@ -437,7 +437,6 @@ def main(argv: list[str] | None = None) -> int:
         "completeness": complete,
     }
     report.write_harness("crawl", data, md, inc)
-    print(f"Results: {report.RESULTS_JSON} (section 'crawl'), {report.DOCS_RESULTS}/")
     return 0
 
 

@@ -423,7 +423,6 @@ def main(argv: list[str] | None = None) -> int:
         "robustness": robustness,
     }
     report.write_harness("sim", data, md, inc)
-    print(f"Results: {report.RESULTS_JSON} (section 'sim'), {report.DOCS_RESULTS}/")
     return 0
 
 

@@ -440,3 +440,4 @@ def write_harness(
     RESULTS_JSON.write_text(json.dumps(combined, indent=1) + "\n", encoding="utf-8")
     (RESULTS_DIR / f"efficiency_{harness}.md").write_text("\n".join(md), encoding="utf-8")
     write_docs_fragment(f"efficiency_{harness}", inc)
+    print(f"Results: {RESULTS_JSON} (section {harness!r}), {DOCS_RESULTS}/")

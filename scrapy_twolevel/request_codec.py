@@ -41,9 +41,7 @@ def encode_request(request: Request, spider: Spider | None = None) -> bytes:
             key: value
             for key, value in record.items()
             if not (
-                key in defaults
-                and type(value) is type(defaults[key])
-                and value == defaults[key]
+                key in defaults and type(value) is type(defaults[key]) and value == defaults[key]
             )
         }
     return codec.encode(record)

@@ -376,6 +376,10 @@ def test_unmeasured_hosts_share_the_prior_until_their_first_observation():
     assert b.estimate.samples == 0
     with pytest.raises(AttributeError, match="set_estimate"):
         b.estimate.response_time = 9.0  # would change every unmeasured host
+    with pytest.raises(AttributeError, match="set_estimate"):
+        b.estimate.observe(
+            PARAMS, latency=1.0, new_connection=True, served_on_connection=1, closed_by_server=True
+        )
 
 
 def test_invalid_max_open_hosts():

@@ -191,13 +191,8 @@ class SharedPrior(HostEstimate):
             object.__setattr__(self, f.name, getattr(default, f.name))
 
     def __setattr__(self, name: str, value: object) -> None:
-        raise AttributeError(_SHARED_PRIOR_IS_READ_ONLY)
-
-    def observe(self, params: CostParams, **observation: object) -> None:  # type: ignore[override]
-        raise AttributeError(_SHARED_PRIOR_IS_READ_ONLY)
-
-
-_SHARED_PRIOR_IS_READ_ONLY = (
-    "this estimate is shared by every host not measured yet; install a host's own with "
-    "TwoLevelFrontier.set_estimate() or observe()"
-)
+        # Also what observe() runs into: it only ever writes through attributes.
+        raise AttributeError(
+            "this estimate is shared by every host not measured yet; install a host's own "
+            "with TwoLevelFrontier.set_estimate() or observe()"
+        )

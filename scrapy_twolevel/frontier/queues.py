@@ -3,8 +3,8 @@
 Each host has its own queue. Quality-ordered queues are sorted lists (in blocks) that
 keep the sum of their best ``head_size`` qualities (the URLs the host's next session will
 fetch) up to date, so the sum of the next P qualities — what crawl-capability ranks hosts
-by — is known without scanning the queue. FIFO queues are plain deques: the cheapest thing
-that works for breadth-first and performance-first.
+by — is known without scanning the queue. FIFO queues are a list with a moving start: the
+cheapest thing that works for breadth-first and performance-first.
 
 Pure module: no Scrapy, no I/O. Items are opaque.
 """

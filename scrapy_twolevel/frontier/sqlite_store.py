@@ -84,13 +84,12 @@ class SqliteStore:
         self.db.execute("BEGIN")
 
     def _check_format(self) -> None:
-        try:
-            row = self.db.execute("SELECT value FROM meta WHERE key='format'").fetchone()
-        except sqlite3.DatabaseError as exc:
-            raise StateError(
-                f"{self.path} is not a scrapy_twolevel frontier file ({exc}); it was left "
-                "untouched. Use a fresh JOBDIR, or delete the file to start over."
-            ) from exc
+        """Raise :class:`StateError` unless the file carries our format marker.
+
+        A file that is not SQLite at all raises ``sqlite3.DatabaseError`` here, which
+        ``__init__`` reports.
+        """
+        row = self.db.execute("SELECT value FROM meta WHERE key='format'").fetchone()
         if row is None or row[0] != FORMAT:
             found = row[0] if row else "no format marker"
             raise StateError(
