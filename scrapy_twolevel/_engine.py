@@ -1,18 +1,25 @@
-"""The only two places that touch Scrapy internals, isolated so a Scrapy change breaks here.
+"""Every use of Scrapy internals, isolated here so a Scrapy change breaks in one place.
 
 Scrapy has no public hook to (a) wake the engine when a scheduler that held requests back
-has one ready again, or (b) ask which requests are still inside the downloader. Both are
-checked inside a real crawl by ``test_scrapy_internals_we_rely_on_still_exist`` in
-``tests/test_crawl.py``, which fails loudly if Scrapy changes them.
+has one ready again, (b) ask which requests are still inside the downloader, or (c) read a
+request's meta without creating an empty dict for it (millions of pending requests would
+each get one). (a) and (b) are checked inside a real crawl by
+``test_scrapy_internals_we_rely_on_still_exist`` in ``tests/test_crawl.py``, (c) by
+``test_peek_meta_does_not_create_meta`` in ``tests/test_request_keys.py``; both fail
+loudly if Scrapy changes them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Container
+from collections.abc import Container, Mapping
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from scrapy import Request
     from scrapy.crawler import Crawler
+
+_NO_META: Mapping[str, Any] = MappingProxyType({})
 
 
 def _engine(crawler: Crawler) -> Any:
@@ -44,3 +51,16 @@ def requests_in_downloader(crawler: Crawler) -> Container[Any] | None:
     """
     downloader = getattr(_engine(crawler), "downloader", None)
     return getattr(downloader, "active", None)
+
+
+def peek_meta(request: Request) -> Mapping[str, Any]:
+    """``request.meta`` if the request has one, else an empty read-only mapping.
+
+    ``Request.meta`` creates a dict on first access; ``Request._meta`` is ``None`` until
+    then. Falls back to the public attribute if Scrapy renames the private one.
+    """
+    try:
+        meta = request._meta
+    except AttributeError:
+        return request.meta
+    return meta if meta is not None else _NO_META

@@ -1,28 +1,35 @@
 """Every ``TWOLEVEL_*`` setting: its default, its rule, and one frozen object holding them.
 
-:meth:`TwoLevelConfig.from_settings` is the only place that reads these settings. It
-validates them all at start-up and raises ``ValueError`` naming the setting, the value
-and what is allowed, because Scrapy builds the scheduler directly and would not catch a
-``NotConfigured``.
+:meth:`TwoLevelConfig.from_settings` is the only place that reads the scheduler's and the
+middleware's settings (the test web's extension reads its own ``TWOLEVEL_TESTWEB_*``). It
+validates them all at start-up and raises :class:`SettingsError` (a ``ValueError``) naming
+the setting, the value and what is allowed, because Scrapy builds the scheduler directly
+and would not catch a ``NotConfigured``.
 """
 
 from __future__ import annotations
 
+import difflib
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from .frontier.estimates import CostParams
+from .frontier.failures import FailurePolicy
 
 HOST_KEYS = ("hostname", "domain", "ip")
 BUILTIN_POLICY_NAMES = ("breadth-first", "performance-first", "quality-first", "crawl-capability")
+#: Settings with this prefix belong to the test web's extension, not to this module.
+TESTWEB_PREFIX = "TWOLEVEL_TESTWEB_"
 
 _COST = CostParams()
+_FAILURES = FailurePolicy()
 
 #: Defaults, in one place; ``docs/settings.rst`` documents each.
 DEFAULTS: dict[str, Any] = {
     "TWOLEVEL_POLICY": "crawl-capability",
-    "TWOLEVEL_MAX_OPEN_HOSTS": None,  # None: CONCURRENT_REQUESTS
+    "TWOLEVEL_MAX_OPEN_HOSTS": None,  # None: CONCURRENT_REQUESTS (0 there: no limit)
     "TWOLEVEL_DEFAULT_REQUESTS_PER_CONNECTION": _COST.default_requests_per_connection,
     "TWOLEVEL_KEEPALIVE_SPEEDUP": _COST.keepalive_speedup,
     "TWOLEVEL_EWMA_ALPHA": _COST.alpha,
@@ -33,31 +40,92 @@ DEFAULTS: dict[str, Any] = {
     "TWOLEVEL_IDLE_TIMEOUT": 15.0,
     "TWOLEVEL_STATS_TOP_HOSTS": 10,
     "TWOLEVEL_DISK_CACHE_MB": 4,
+    "TWOLEVEL_COMMIT_INTERVAL": 1.0,
+    "TWOLEVEL_SESSION_FAILURES": _FAILURES.session_failures,
+    "TWOLEVEL_BACKOFF": _FAILURES.backoff,
+    "TWOLEVEL_BACKOFF_MAX": _FAILURES.backoff_max,
+    "TWOLEVEL_FAILED_SESSIONS": _FAILURES.failed_sessions,
 }
+
+
+class SettingsError(ValueError):
+    """A ``TWOLEVEL_*`` setting (or a Scrapy setting the scheduler relies on) is invalid."""
 
 
 class _Settings(Protocol):
     def get(self, name: str, default: Any = None) -> Any: ...
-    def getint(self, name: str, default: int = 0) -> int: ...
-    def getfloat(self, name: str, default: float = 0.0) -> float: ...
 
 
-def _number(settings: _Settings, name: str, kind: type, rule: str, ok: Any) -> Any:
-    raw = settings.get(name, DEFAULTS[name])
-    try:
-        value = kind(raw)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name}={raw!r} is not a number; it must be {rule}") from None
-    if (isinstance(value, float) and not math.isfinite(value)) or not ok(value):
-        raise ValueError(f"{name}={raw!r} is out of range; it must be {rule}")
+def _integer(name: str, raw: Any, rule: str, ok: Any) -> int:
+    """An ``int``, or a string of one (``-s NAME=8`` passes ``"8"``); never a bool or 2.7."""
+    value: int | None = None
+    if type(raw) is int:
+        value = raw
+    elif isinstance(raw, str):
+        try:
+            value = int(raw.strip())
+        except ValueError:
+            value = None
+    if value is None:
+        raise SettingsError(f"{name}={raw!r} is not an integer; it must be {rule}")
+    if not ok(value):
+        raise SettingsError(f"{name}={raw!r} is out of range; it must be {rule}")
     return value
+
+
+def _real(name: str, raw: Any, rule: str, ok: Any) -> float:
+    """A finite ``int``/``float`` or a string of one; never a bool."""
+    value: float | None = None
+    if type(raw) in (int, float):
+        value = float(raw)
+    elif isinstance(raw, str):
+        try:
+            value = float(raw.strip())
+        except ValueError:
+            value = None
+    if value is None:
+        raise SettingsError(f"{name}={raw!r} is not a number; it must be {rule}")
+    if not math.isfinite(value):
+        raise SettingsError(f"{name}={raw!r} is not finite; it must be {rule}")
+    if not ok(value):
+        raise SettingsError(f"{name}={raw!r} is out of range; it must be {rule}")
+    return value
+
+
+def _get(settings: _Settings, name: str) -> Any:
+    return settings.get(name, DEFAULTS[name])
+
+
+def _int_setting(settings: _Settings, name: str, rule: str, ok: Any) -> int:
+    return _integer(name, _get(settings, name), rule, ok)
+
+
+def _float_setting(settings: _Settings, name: str, rule: str, ok: Any) -> float:
+    return _real(name, _get(settings, name), rule, ok)
 
 
 def _choice(settings: _Settings, name: str, valid: tuple[str, ...]) -> str:
-    value = settings.get(name, DEFAULTS[name])
+    value = _get(settings, name)
     if value not in valid:
-        raise ValueError(f"{name}={value!r} is not valid; use one of: {', '.join(valid)}")
+        raise SettingsError(f"{name}={value!r} is not valid; use one of: {', '.join(valid)}")
     return value
+
+
+def unknown_settings(names: Iterable[str]) -> list[tuple[str, str | None]]:
+    """``(name, closest valid name or None)`` for every ``TWOLEVEL_*`` name we do not know.
+
+    A misspelled ``TWOLEVEL_POLCY`` would otherwise silently run the default policy.
+    """
+    prefix = "TWOLEVEL_"
+    # Compared without the shared prefix, which would make every name look close.
+    known = {name[len(prefix) :]: name for name in DEFAULTS}
+    found = []
+    for name in sorted(set(names)):
+        if not name.startswith(prefix) or name in DEFAULTS or name.startswith(TESTWEB_PREFIX):
+            continue
+        close = difflib.get_close_matches(name[len(prefix) :], known, n=1, cutoff=0.6)
+        found.append((name, known[close[0]] if close else None))
+    return found
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,73 +133,89 @@ class TwoLevelConfig:
     """All ``TWOLEVEL_*`` settings, resolved and validated."""
 
     policy: str
-    max_open_hosts: int
+    #: Hosts open at once; ``None``: no limit beyond the downloader's.
+    max_open_hosts: int | None
     cost: CostParams
+    failures: FailurePolicy
     quality: str
     host_key: str
     idle_timeout: float
     stats_top_hosts: int
     disk_cache_mb: int
+    commit_interval: float
 
     @classmethod
     def from_settings(cls, settings: _Settings) -> TwoLevelConfig:
-        policy = settings.get("TWOLEVEL_POLICY", DEFAULTS["TWOLEVEL_POLICY"])
+        policy = _get(settings, "TWOLEVEL_POLICY")
         if (
             not isinstance(policy, str)
             or not policy
             or (policy not in BUILTIN_POLICY_NAMES and "." not in policy)
         ):
-            raise ValueError(
+            raise SettingsError(
                 f"TWOLEVEL_POLICY={policy!r} is not valid; use one of: "
                 f"{', '.join(BUILTIN_POLICY_NAMES)}, or the import path of a Policy subclass"
             )
-        max_open = settings.get("TWOLEVEL_MAX_OPEN_HOSTS")
-        if max_open is None:
-            max_open = max(1, settings.getint("CONCURRENT_REQUESTS", 16))
+        max_open: int | None
+        if settings.get("TWOLEVEL_MAX_OPEN_HOSTS") is None:
+            # As in Scrapy's downloader, CONCURRENT_REQUESTS = 0 means "no limit".
+            concurrent = _integer(
+                "CONCURRENT_REQUESTS",
+                settings.get("CONCURRENT_REQUESTS", 16),
+                "an integer >= 0 (0: no limit)",
+                lambda v: v >= 0,
+            )
+            max_open = concurrent or None
         else:
-            max_open = _number(
-                settings, "TWOLEVEL_MAX_OPEN_HOSTS", int, "an integer >= 1", lambda v: v >= 1
+            max_open = _int_setting(
+                settings, "TWOLEVEL_MAX_OPEN_HOSTS", "an integer >= 1", lambda v: v >= 1
             )
         cost = CostParams(
-            default_requests_per_connection=_number(
+            default_requests_per_connection=_float_setting(
                 settings,
                 "TWOLEVEL_DEFAULT_REQUESTS_PER_CONNECTION",
-                float,
                 "a number >= 1",
                 lambda v: v >= 1,
             ),
-            keepalive_speedup=_number(
-                settings, "TWOLEVEL_KEEPALIVE_SPEEDUP", float, "a number > 0 (p)", lambda v: v > 0
+            keepalive_speedup=_float_setting(
+                settings, "TWOLEVEL_KEEPALIVE_SPEEDUP", "a number > 0 (p)", lambda v: v > 0
             ),
-            alpha=_number(
-                settings,
-                "TWOLEVEL_EWMA_ALPHA",
-                float,
-                "a number in [0, 1)",
-                lambda v: 0 <= v < 1,
+            alpha=_float_setting(
+                settings, "TWOLEVEL_EWMA_ALPHA", "a number in [0, 1)", lambda v: 0 <= v < 1
             ),
-            default_connection_time=_number(
-                settings,
-                "TWOLEVEL_DEFAULT_CONNECTION_TIME",
-                float,
-                "seconds >= 0",
-                lambda v: v >= 0,
+            default_connection_time=_float_setting(
+                settings, "TWOLEVEL_DEFAULT_CONNECTION_TIME", "seconds >= 0", lambda v: v >= 0
             ),
-            default_response_time=_number(
-                settings,
-                "TWOLEVEL_DEFAULT_RESPONSE_TIME",
-                float,
-                "seconds > 0",
-                lambda v: v > 0,
+            default_response_time=_float_setting(
+                settings, "TWOLEVEL_DEFAULT_RESPONSE_TIME", "seconds > 0", lambda v: v > 0
             ),
         )
-        quality = settings.get("TWOLEVEL_QUALITY", DEFAULTS["TWOLEVEL_QUALITY"])
+        backoff = _float_setting(settings, "TWOLEVEL_BACKOFF", "seconds >= 0", lambda v: v >= 0)
+        failures = FailurePolicy(
+            session_failures=_int_setting(
+                settings, "TWOLEVEL_SESSION_FAILURES", "an integer >= 1", lambda v: v >= 1
+            ),
+            backoff=backoff,
+            backoff_max=_float_setting(
+                settings,
+                "TWOLEVEL_BACKOFF_MAX",
+                f"seconds >= TWOLEVEL_BACKOFF ({backoff})",
+                lambda v: v >= backoff,
+            ),
+            failed_sessions=_int_setting(
+                settings,
+                "TWOLEVEL_FAILED_SESSIONS",
+                "an integer >= 0 (0: never give a host up)",
+                lambda v: v >= 0,
+            ),
+        )
+        quality = _get(settings, "TWOLEVEL_QUALITY")
         if not isinstance(quality, str) or not (
             quality == "priority"
             or (quality.startswith("meta:") and len(quality) > 5)
             or ("." in quality and not quality.startswith("meta:"))
         ):
-            raise ValueError(
+            raise SettingsError(
                 f"TWOLEVEL_QUALITY={quality!r} is not valid; use 'priority', 'meta:<key>', "
                 "or the import path of a callable taking a Request and returning a number"
             )
@@ -139,15 +223,19 @@ class TwoLevelConfig:
             policy=policy,
             max_open_hosts=max_open,
             cost=cost,
+            failures=failures,
             quality=quality,
             host_key=_choice(settings, "TWOLEVEL_HOST_KEY", HOST_KEYS),
-            idle_timeout=_number(
-                settings, "TWOLEVEL_IDLE_TIMEOUT", float, "seconds >= 0", lambda v: v >= 0
+            idle_timeout=_float_setting(
+                settings, "TWOLEVEL_IDLE_TIMEOUT", "seconds >= 0", lambda v: v >= 0
             ),
-            stats_top_hosts=_number(
-                settings, "TWOLEVEL_STATS_TOP_HOSTS", int, "an integer >= 0", lambda v: v >= 0
+            stats_top_hosts=_int_setting(
+                settings, "TWOLEVEL_STATS_TOP_HOSTS", "an integer >= 0", lambda v: v >= 0
             ),
-            disk_cache_mb=_number(
-                settings, "TWOLEVEL_DISK_CACHE_MB", int, "an integer >= 1", lambda v: v >= 1
+            disk_cache_mb=_int_setting(
+                settings, "TWOLEVEL_DISK_CACHE_MB", "an integer >= 1", lambda v: v >= 1
+            ),
+            commit_interval=_float_setting(
+                settings, "TWOLEVEL_COMMIT_INTERVAL", "seconds > 0", lambda v: v > 0
             ),
         )

@@ -11,6 +11,7 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Callable, Mapping
 from functools import lru_cache
+from typing import Any
 
 
 def _is_ip(hostname: str) -> bool:
@@ -21,21 +22,40 @@ def _is_ip(hostname: str) -> bool:
     return True
 
 
-def make_host_key(mode: str, resolved: Mapping[str, str] | None = None) -> Callable[[str], str]:
+def cached_address(value: Any) -> str | None:
+    """The IP address in a DNS cache entry, or ``None``.
+
+    Scrapy's default resolver caches a string; ``CachingHostnameResolver`` caches a list of
+    address objects (``.host``). Anything else is ignored rather than trusted.
+    """
+    if isinstance(value, (list, tuple)):
+        value = value[0] if value else None
+        value = value if isinstance(value, str) else getattr(value, "host", None)
+    return value if isinstance(value, str) and _is_ip(value) else None
+
+
+def make_host_key(mode: str, resolved: Mapping[str, Any] | None = None) -> Callable[[str], str]:
     """Return a function mapping a (lower-case) hostname to its host key.
 
-    ``resolved`` is a hostname -> IP cache consulted in ``ip`` mode (Scrapy's DNS cache);
-    a name not resolved yet keeps its hostname as key.
+    ``resolved`` is a hostname -> address cache consulted in ``ip`` mode (Scrapy's DNS
+    cache). A name's key is chosen when the name is first seen — its address if the cache
+    has it then, else the name — and kept for the crawl (one entry per hostname).
     """
     if mode == "hostname":
         return lambda hostname: hostname
     if mode == "ip":
         cache = resolved if resolved is not None else {}
+        chosen: dict[str, str] = {}
 
         def ip_key(hostname: str) -> str:
-            if _is_ip(hostname):
-                return hostname
-            return cache.get(hostname, hostname)
+            key = chosen.get(hostname)
+            if key is None:
+                if _is_ip(hostname):
+                    key = hostname
+                else:
+                    key = cached_address(cache.get(hostname)) or hostname
+                chosen[hostname] = key
+            return key
 
         return ip_key
     if mode == "domain":

@@ -5,6 +5,11 @@ reply headers whether the request opened a new connection
 (:class:`~scrapy_twolevel.frontier.connections.ConnectionTracker`), and sends the
 :data:`~scrapy_twolevel.signals.host_measured` signal, which the scheduler folds into its
 estimates. It keeps no estimates itself: one owner, one place to persist them.
+
+A request that fails to download is evidence too: the middleware times it from
+``process_request`` (so the time includes any download delay of the slot) and sends
+:data:`~scrapy_twolevel.signals.host_failed`, telling timeouts from connection failures.
+``IgnoreRequest`` says nothing about the host and is not counted.
 """
 
 from __future__ import annotations
@@ -13,11 +18,20 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from scrapy.exceptions import IgnoreRequest
+from twisted.internet import defer
+from twisted.internet import error as net_error
+
 from .config import TwoLevelConfig
 from .frontier import PLAIN_LANE
 from .frontier.connections import ConnectionTracker, ReplyFacts
 from .request_keys import HOST_META_KEY, make_request_host
-from .signals import host_measured
+from .signals import host_failed, host_measured
+
+#: Meta key holding when the request entered this middleware (its clock), to time failures.
+SENT_AT_META_KEY = "twolevel_sent_at"
+#: Exceptions that mean "the host took too long" rather than "could not connect".
+TIMEOUTS = (TimeoutError, net_error.TimeoutError, net_error.TCPTimedOutError, defer.TimeoutError)
 
 if TYPE_CHECKING:
     from typing import Self
@@ -68,6 +82,9 @@ class HostMetricsMiddleware:
                 return None
         return None if host == PLAIN_LANE else host
 
+    def process_request(self, request: Request) -> None:
+        request.meta[SENT_AT_META_KEY] = self._clock()
+
     def process_response(self, request: Request, response: Response) -> Response:
         latency = request.meta.get("download_latency")
         host = self._host(request)
@@ -97,8 +114,19 @@ class HostMetricsMiddleware:
         return response
 
     def process_exception(self, request: Request, exception: Exception) -> None:
-        """A failed request leaves no usable connection behind."""
+        """A failed request leaves no usable connection behind, and costs the host."""
+        if isinstance(exception, IgnoreRequest):
+            return
         host = self._host(request)
-        if host is not None:
-            self.tracker.connection_lost(host)
-            self._stats.inc_value("twolevel/metrics/failures")
+        if host is None:
+            return
+        self.tracker.connection_lost(host)
+        self._stats.inc_value("twolevel/metrics/failures")
+        sent_at = request.meta.get(SENT_AT_META_KEY)
+        elapsed = self._clock() - sent_at if isinstance(sent_at, float) else 0.0
+        self._signals.send_catch_log(
+            host_failed,
+            host=host,
+            elapsed=max(0.0, elapsed),
+            timeout=isinstance(exception, TIMEOUTS),
+        )

@@ -5,6 +5,15 @@ Thin glue. ``from_crawler`` reads and validates the settings once; the frontier
 Scrapy contract: the dupefilter, stats, JOBDIR persistence, and knowing when a request
 has left the downloader so its host may take the next one (``request_left_downloader``).
 
+Nothing a request goes through may lose it once the dupefilter has seen it: its lane and
+quality are worked out before the dupefilter is asked, and every step after that has a
+fallback (quality 0, the plain lane, a memory queue) instead of an exception.
+
+A settings error found in ``from_crawler`` is raised from :meth:`open` instead: Scrapy
+builds the scheduler after it has started opening the spider, and an exception there
+ends in a cascade whose last line is ``RuntimeError: Engine slot not assigned``; from
+``open`` the engine closes everything in order and re-raises our message last.
+
 Job directory contents (with ``JOBDIR``):
 
 - ``twolevel/frontier.sqlite3``: pending requests, per host (see
@@ -24,12 +33,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from scrapy import signals
+from scrapy.core.scheduler import BaseScheduler
 from scrapy.utils.job import job_dir
 from scrapy.utils.misc import build_from_crawler, load_object
 
 from ._engine import requests_in_downloader, wake_engine
 from .addon import MIDDLEWARE_PATH
-from .config import TwoLevelConfig
+from .config import SettingsError, TwoLevelConfig, unknown_settings
 from .frontier import (
     BUILTIN_POLICIES,
     PLAIN_LANE,
@@ -38,10 +48,10 @@ from .frontier import (
     TwoLevelFrontier,
     memory_queue,
 )
-from .frontier.sqlite_store import SqliteStore, StateError
+from .frontier.sqlite_store import ShapeMismatch, SqliteStore, StateError
 from .request_codec import decode_request, encode_request
-from .request_keys import HOST_META_KEY, make_quality, make_request_host
-from .signals import host_measured
+from .request_keys import forget_stale_slot, make_quality, make_request_host, mark_lane
+from .signals import host_failed, host_measured
 
 if TYPE_CHECKING:
     from typing import Self
@@ -62,10 +72,10 @@ def load_policy(name: str) -> Policy:
         return BUILTIN_POLICIES[name]()
     try:
         cls = load_object(name)
-    except (ImportError, NameError, ValueError) as exc:
-        raise ImportError(f"TWOLEVEL_POLICY={name!r} cannot be imported: {exc}") from exc
+    except Exception as exc:  # user code runs on import: anything can come out
+        raise SettingsError(f"TWOLEVEL_POLICY={name!r} cannot be imported: {exc}") from exc
     if not (isinstance(cls, type) and issubclass(cls, Policy)):
-        raise ValueError(
+        raise SettingsError(
             f"TWOLEVEL_POLICY={name!r} is not a subclass of scrapy_twolevel.frontier.Policy"
         )
     return cls()
@@ -86,7 +96,32 @@ def _metrics_middleware_enabled(crawler: Crawler) -> bool:
     return False
 
 
-class TwoLevelScheduler:
+class _RefusedStart(BaseScheduler):
+    """Stands in for a scheduler whose settings are invalid; :meth:`open` raises the error.
+
+    See the module docstring for why the error waits for ``open``.
+    """
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+
+    def open(self, spider: Spider) -> None:
+        raise self.error
+
+    def close(self, reason: str) -> None:
+        return None
+
+    def has_pending_requests(self) -> bool:
+        return False
+
+    def enqueue_request(self, request: Request) -> bool:
+        return False
+
+    def next_request(self) -> Request | None:
+        return None
+
+
+class TwoLevelScheduler(BaseScheduler):
     """Scrapy scheduler that ranks hosts and serves each in non-preemptive sessions.
 
     ``SCHEDULER = "scrapy_twolevel.scheduler.TwoLevelScheduler"``; see the docs for the
@@ -122,15 +157,32 @@ class TwoLevelScheduler:
         self._store: SqliteStore | None = None
         self._in_flight: dict[Request, str] = {}
         self._held_back = False
+        self._connected = False
         self._warned: set[str] = set()
+        self._commit_timer: Any = None
+        self._wake_timer: Any = None
+        self._wake_at: float | None = None
         self.spider: Spider | None = None
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
+        try:
+            return cls._from_crawler(crawler)
+        except (ValueError, ImportError) as exc:
+            # Raised from open(): see the module docstring.
+            return _RefusedStart(exc)  # type: ignore[return-value]
+
+    @classmethod
+    def _from_crawler(cls, crawler: Crawler) -> Self:
         config = TwoLevelConfig.from_settings(crawler.settings)
+        for name, closest in unknown_settings(crawler.settings):
+            logger.warning(
+                "Unknown setting %(name)s is ignored%(hint)s",
+                {"name": name, "hint": f"; did you mean {closest}?" if closest else "."},
+            )
         policy = load_policy(config.policy)
         if policy.needs_host_metrics and not _metrics_middleware_enabled(crawler):
-            raise ValueError(
+            raise SettingsError(
                 f"TWOLEVEL_POLICY={config.policy!r} ranks hosts by measured times and needs "
                 "the host metrics middleware. Add to settings.py:\n"
                 f'    DOWNLOADER_MIDDLEWARES = {{"{MIDDLEWARE_PATH}": 950}}\n'
@@ -163,6 +215,7 @@ class TwoLevelScheduler:
             # Refusing to start: release what the dupefilter and store hold, touch no file.
             if self._store is not None:
                 self._store.close()
+                self._store = None
             self.df.close("shutdown")
             raise
         if len(self.frontier):
@@ -173,6 +226,8 @@ class TwoLevelScheduler:
             )
         self.crawler.signals.connect(self._request_left, signals.request_left_downloader)
         self.crawler.signals.connect(self._host_measured, host_measured)
+        self.crawler.signals.connect(self._host_failed, host_failed)
+        self._connected = True
         self.stats.set_value("twolevel/policy", self.policy.name)
         return self.df.open()
 
@@ -182,15 +237,15 @@ class TwoLevelScheduler:
         if self.statedir is not None:
             self.statedir.mkdir(parents=True, exist_ok=True)
             estimates = self._read_hosts(self.statedir / "hosts.json")
-            self._store = SqliteStore(
-                self.statedir / "frontier.sqlite3", cache_mb=self.config.disk_cache_mb
-            )
+            self._store = self._open_store(self.statedir / "frontier.sqlite3")
             queue_factory = self._store.queue
         frontier = TwoLevelFrontier(
             self.policy,
             self.config.cost,
             self.config.max_open_hosts,
+            failures=self.config.failures,
             queue_factory=queue_factory,
+            on_give_up=self._host_given_up,
         )
         for key, estimate in estimates.items():
             frontier.set_estimate(key, estimate)
@@ -198,9 +253,38 @@ class TwoLevelScheduler:
             frontier.restore((key for key, _ in self._store.stored_hosts()), self._store.max_seq())
         return frontier
 
+    def _open_store(self, path: Path) -> SqliteStore:
+        order = "quality" if self.policy.orders_urls_by_quality else "fifo"
+        try:
+            return SqliteStore(
+                path,
+                cache_mb=self.config.disk_cache_mb,
+                commit_interval=self.config.commit_interval,
+                shape={"TWOLEVEL_HOST_KEY": self.config.host_key, "url_order": order},
+            )
+        except ShapeMismatch as exc:
+            if exc.key == "url_order":
+                raise StateError(
+                    f"{exc.path} queues URLs in {exc.stored} order, but TWOLEVEL_POLICY="
+                    f"{self.policy.name!r} needs {exc.wanted} order. Resume with a policy of "
+                    f"the same order ({_policies_of_order(exc.stored)}) or use a fresh "
+                    "JOBDIR; the file was left untouched."
+                ) from exc
+            raise StateError(
+                f"{exc} Resume with {exc.key}={exc.stored!r}, or use a fresh JOBDIR: requests "
+                "queued under one host key would share no lane with new ones."
+            ) from exc
+
     def close(self, reason: str) -> Any:
-        self.crawler.signals.disconnect(self._request_left, signals.request_left_downloader)
-        self.crawler.signals.disconnect(self._host_measured, host_measured)
+        if self._connected:
+            self.crawler.signals.disconnect(self._request_left, signals.request_left_downloader)
+            self.crawler.signals.disconnect(self._host_measured, host_measured)
+            self.crawler.signals.disconnect(self._host_failed, host_failed)
+            self._connected = False
+        for timer in (self._commit_timer, self._wake_timer):
+            if timer is not None:
+                timer.cancel()
+        self._commit_timer = self._wake_timer = None
         if self.frontier is not None:
             self._report_hosts()
             if self.statedir is not None:
@@ -208,6 +292,7 @@ class TwoLevelScheduler:
             self.frontier.close()
         if self._store is not None:
             self._store.close()
+            self._store = None
         return self.df.close(reason)
 
     def has_pending_requests(self) -> bool:
@@ -217,27 +302,21 @@ class TwoLevelScheduler:
         return len(self.frontier) if self.frontier is not None else 0
 
     def enqueue_request(self, request: Request) -> bool:
+        # Everything that can fail comes before the dupefilter: once it has recorded the
+        # request as seen, losing the request would lose its URL for good.
+        host = self._lane(request)
+        quality = self._quality(request)
         if not request.dont_filter and self.df.request_seen(request):
             self.df.log(request, self.spider)
             return False
         assert self.frontier is not None
-        try:
-            host = self._host_of(request)
-        except ValueError:
-            self._count_once(
-                "malformed_url",
-                "Cannot parse the URL of %(request)s; it takes "
-                "the plain lane and the downloader will report it.",
-                request,
-            )
-            host = PLAIN_LANE
         if host == PLAIN_LANE:
             self._inc_stat("twolevel/plain_lane")
-        quality = self._quality(request)
         item: Any = request
         if self._store is not None:
             item = self._encode(request)
-        self.frontier.push(host, quality, item)
+        if not self._push(host, quality, item, request):
+            return False
         self._inc_stat(
             "scheduler/enqueued/disk" if isinstance(item, bytes) else "scheduler/enqueued/memory"
         )
@@ -255,6 +334,8 @@ class TwoLevelScheduler:
                 if len(frontier):
                     self._held_back = True
                     self._inc_stat("twolevel/held_back")
+                    self._arm_wake(frontier.next_retry_at())
+                self._arm_commit()
                 return None
             host, item = popped
             if not isinstance(item, bytes):
@@ -263,23 +344,25 @@ class TwoLevelScheduler:
                 break
             try:
                 request = decode_request(item, self.spider)
-            except ValueError as exc:
-                # A damaged row, or a callback the spider no longer has: nothing to hand out,
-                # so the host is free again; say so once, count every case.
+            except Exception as exc:
+                # A damaged row, or a class or callback the spider no longer has (renamed
+                # code raises anything from ValueError to ModuleNotFoundError): nothing to
+                # hand out, so the host is free again; say so once, count every case.
                 if host != PLAIN_LANE:
                     frontier.done(host)
                 self._count_once(
                     "undecodable",
                     "A stored request could not be rebuilt and is dropped (%(request)s).",
-                    exc,
+                    f"{type(exc).__name__}: {exc}",
                 )
                 continue
             self._inc_stat("scheduler/dequeued/disk")
             break
         self._inc_stat("scheduler/dequeued")
         if host != PLAIN_LANE:
-            request.meta[HOST_META_KEY] = host
+            mark_lane(request, host)
             self._in_flight[request] = host
+        self._arm_commit()
         return request
 
     # -- signals --------------------------------------------------------------------
@@ -297,7 +380,56 @@ class TwoLevelScheduler:
         if self.frontier is not None:
             self.frontier.observe(host, **observation)
 
+    def _host_failed(self, host: str, elapsed: float, timeout: bool) -> None:
+        if self.frontier is not None:
+            self.frontier.observe_failure(host, elapsed=elapsed, timeout=timeout)
+            self._inc_stat("twolevel/failures/timeout" if timeout else "twolevel/failures/other")
+
+    def _host_given_up(self, host: str, dropped: int) -> None:
+        self._inc_stat("twolevel/hosts_given_up")
+        self._inc_stat("twolevel/dropped/host_failed", dropped)
+        logger.warning(
+            "Host %(host)s failed %(sessions)d sessions in a row and is given up: "
+            "%(dropped)d queued requests dropped, later ones for it are dropped too "
+            "(twolevel/dropped/host_failed; TWOLEVEL_FAILED_SESSIONS sets when).",
+            {"host": host, "sessions": self.config.failures.failed_sessions, "dropped": dropped},
+            extra={"spider": self.spider},
+        )
+
     # -- helpers ----------------------------------------------------------------------
+
+    def _lane(self, request: Request) -> str:
+        try:
+            forget_stale_slot(request)
+            return self._host_of(request)
+        except Exception:
+            self._count_once(
+                "malformed_url",
+                "Cannot work out the host of %(request)s; it takes "
+                "the plain lane and the downloader will report it.",
+                request,
+            )
+            return PLAIN_LANE
+
+    def _push(self, host: str, quality: float, item: Any, request: Request) -> bool:
+        assert self.frontier is not None
+        try:
+            accepted = self.frontier.push(host, quality, item)
+        except Exception as exc:
+            if item is request:
+                raise
+            # The disk store failed (full disk, I/O error): keep the request in memory
+            # rather than lose it after the dupefilter recorded it.
+            self._count_once(
+                "store_error",
+                "The JOBDIR frontier could not store a request (%(request)s); it is kept "
+                "in memory and will be lost if the crawl stops before it is fetched.",
+                f"{type(exc).__name__}: {exc}",
+            )
+            accepted = self.frontier.push(host, quality, request)
+        if not accepted:
+            self._inc_stat("twolevel/dropped/host_failed")
+        return accepted
 
     def _release_dropped(self) -> bool:
         """Free hosts whose request never reached the downloader (dropped by a middleware)."""
@@ -315,7 +447,7 @@ class TwoLevelScheduler:
     def _quality(self, request: Request) -> float:
         try:
             quality = self._quality_of(request)
-        except (TypeError, ValueError):
+        except Exception:  # user code (TWOLEVEL_QUALITY) can raise anything
             quality = float("nan")
         if quality != quality or quality in (float("inf"), float("-inf")):
             self._count_once(
@@ -329,7 +461,7 @@ class TwoLevelScheduler:
     def _encode(self, request: Request) -> bytes | Request:
         try:
             return encode_request(request, self.spider)
-        except (ValueError, TypeError) as exc:
+        except Exception as exc:  # to_dict runs user code (callbacks, Request subclasses)
             if self.logunser:
                 logger.warning(
                     "Unable to serialize request: %(request)s - reason: %(reason)s - no more "
@@ -340,6 +472,36 @@ class TwoLevelScheduler:
                 self.logunser = False
             self._inc_stat("scheduler/unserializable")
             return request
+
+    def _arm_commit(self) -> None:
+        """Commit the JOBDIR frontier within ``TWOLEVEL_COMMIT_INTERVAL`` of a write."""
+        if self._store is None or self._commit_timer is not None or not self._store.uncommitted:
+            return
+        self._commit_timer = _call_later(self.config.commit_interval, self._commit_tick)
+
+    def _commit_tick(self) -> None:
+        self._commit_timer = None
+        if self._store is not None and self._store.commit_if_due() is not None:
+            self._arm_commit()
+
+    def _arm_wake(self, retry_at: float | None) -> None:
+        """Wake the engine when a backed-off host may be opened again.
+
+        Otherwise a crawl left with only backed-off hosts waits for the engine's 5-second
+        heartbeat after each back-off ends.
+        """
+        if retry_at is None or (self._wake_at is not None and self._wake_at <= retry_at):
+            return
+        if self._wake_timer is not None:
+            self._wake_timer.cancel()
+        assert self.frontier is not None
+        delay = max(0.0, retry_at - self.frontier.now())
+        self._wake_at = retry_at
+        self._wake_timer = _call_later(delay, self._wake)
+
+    def _wake(self) -> None:
+        self._wake_timer = self._wake_at = None
+        wake_engine(self.crawler)
 
     def _count_once(self, what: str, message: str, subject: object) -> None:
         """Count ``twolevel/<what>``; log the first case (``message`` may use %(request)s)."""
@@ -398,3 +560,22 @@ class TwoLevelScheduler:
         tmp = path.with_suffix(".json.tmp")
         tmp.write_text(json.dumps(data), encoding="utf-8")
         os.replace(tmp, path)
+
+
+def _policies_of_order(order: str | None) -> str:
+    by_quality = order == "quality"
+    names = [n for n, cls in BUILTIN_POLICIES.items() if cls.orders_urls_by_quality == by_quality]
+    return ", ".join(names)
+
+
+def _call_later(delay: float, func: Callable[[], None]) -> Any:
+    """A cancellable timer on the crawl's event loop, or ``None`` when there is none.
+
+    Unit tests drive the scheduler without a reactor; they lose only the timers.
+    """
+    from scrapy.utils.asyncio import call_later
+
+    try:
+        return call_later(delay, func)
+    except RuntimeError:
+        return None

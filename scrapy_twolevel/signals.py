@@ -8,3 +8,9 @@ keyword arguments for :meth:`~scrapy_twolevel.frontier.estimates.HostEstimate.ob
 """
 
 host_measured = object()
+
+#: Sent by the middleware for every request that failed to download (timeout, refused or
+#: reset connection, DNS error), with arguments ``host``, ``elapsed`` (seconds from sending
+#: to the failure) and ``timeout`` (``True`` for a timeout). The scheduler folds it into
+#: the host's estimates and failure streak.
+host_failed = object()

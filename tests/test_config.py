@@ -8,7 +8,7 @@ from scrapy.settings import Settings
 from scrapy.utils.test import get_crawler
 
 from scrapy_twolevel import Addon
-from scrapy_twolevel.config import DEFAULTS, TwoLevelConfig
+from scrapy_twolevel.config import DEFAULTS, SettingsError, TwoLevelConfig, unknown_settings
 from scrapy_twolevel.frontier import Policy
 from scrapy_twolevel.scheduler import TwoLevelScheduler
 
@@ -17,6 +17,14 @@ MIDDLEWARE = {"scrapy_twolevel.middleware.HostMetricsMiddleware": 950}
 
 def config(**settings):
     return TwoLevelConfig.from_settings(Settings(settings))
+
+
+def start(crawler):
+    """Build and open the scheduler as the engine does; settings errors come from open()."""
+    scheduler = TwoLevelScheduler.from_crawler(crawler)
+    spider = Spider.from_crawler(crawler, name="s")
+    scheduler.open(spider)
+    return scheduler
 
 
 def test_defaults_match_the_documented_table():
@@ -30,18 +38,38 @@ def test_defaults_match_the_documented_table():
     assert cfg.cost.default_response_time == 0.01
     assert cfg.quality == "priority"
     assert cfg.host_key == "hostname"
+    assert cfg.commit_interval == 1.0
+    assert cfg.failures.session_failures == 2
+    assert cfg.failures.backoff == 30.0
+    assert cfg.failures.backoff_max == 600.0
+    assert cfg.failures.failed_sessions == 3
 
 
 def test_max_open_hosts_follows_concurrent_requests():
     assert config(CONCURRENT_REQUESTS=64).max_open_hosts == 64
+    assert config(CONCURRENT_REQUESTS="64").max_open_hosts == 64  # -s passes strings
     assert config(CONCURRENT_REQUESTS=64, TWOLEVEL_MAX_OPEN_HOSTS=8).max_open_hosts == 8
+
+
+def test_concurrent_requests_zero_means_no_limit_as_in_scrapy():
+    assert config(CONCURRENT_REQUESTS=0).max_open_hosts is None
+    assert config(CONCURRENT_REQUESTS=0, TWOLEVEL_MAX_OPEN_HOSTS=4).max_open_hosts == 4
+
+
+@pytest.mark.parametrize("value", [2.7, True, "2.5", "eight"])
+def test_concurrent_requests_must_be_an_integer(value):
+    with pytest.raises(SettingsError, match=rf"CONCURRENT_REQUESTS={value!r} is not an integer"):
+        config(CONCURRENT_REQUESTS=value)
 
 
 @pytest.mark.parametrize(
     ("name", "value", "message"),
     [
         ("TWOLEVEL_POLICY", "fastest", "use one of: breadth-first, performance-first"),
-        ("TWOLEVEL_MAX_OPEN_HOSTS", 0, "an integer >= 1"),
+        ("TWOLEVEL_MAX_OPEN_HOSTS", 0, "out of range; it must be an integer >= 1"),
+        ("TWOLEVEL_MAX_OPEN_HOSTS", "2.5", "is not an integer"),
+        ("TWOLEVEL_MAX_OPEN_HOSTS", True, "is not an integer"),
+        ("TWOLEVEL_MAX_OPEN_HOSTS", 2.7, "is not an integer"),
         ("TWOLEVEL_DEFAULT_REQUESTS_PER_CONNECTION", -5, "a number >= 1"),
         ("TWOLEVEL_KEEPALIVE_SPEEDUP", 0, r"a number > 0 \(p\)"),
         ("TWOLEVEL_KEEPALIVE_SPEEDUP", -1.2, r"a number > 0 \(p\)"),
@@ -50,30 +78,59 @@ def test_max_open_hosts_follows_concurrent_requests():
         ("TWOLEVEL_EWMA_ALPHA", "abc", "is not a number"),
         ("TWOLEVEL_DEFAULT_CONNECTION_TIME", -1, "seconds >= 0"),
         ("TWOLEVEL_DEFAULT_RESPONSE_TIME", 0, "seconds > 0"),
-        ("TWOLEVEL_DEFAULT_RESPONSE_TIME", float("nan"), "seconds > 0"),
+        ("TWOLEVEL_DEFAULT_RESPONSE_TIME", float("nan"), "is not finite; it must be seconds > 0"),
+        ("TWOLEVEL_IDLE_TIMEOUT", float("inf"), "is not finite"),
+        ("TWOLEVEL_IDLE_TIMEOUT", "inf", "is not finite"),
+        ("TWOLEVEL_IDLE_TIMEOUT", True, "is not a number"),
+        ("TWOLEVEL_COMMIT_INTERVAL", 0, "seconds > 0"),
+        ("TWOLEVEL_SESSION_FAILURES", 0, "an integer >= 1"),
+        ("TWOLEVEL_BACKOFF", -1, "seconds >= 0"),
+        ("TWOLEVEL_FAILED_SESSIONS", 1.5, "is not an integer"),
         ("TWOLEVEL_HOST_KEY", "port", "use one of: hostname, domain, ip"),
         ("TWOLEVEL_QUALITY", "meta:", "'priority', 'meta:<key>'"),
         ("TWOLEVEL_STATS_TOP_HOSTS", -1, "an integer >= 0"),
     ],
 )
 def test_invalid_settings_name_the_setting_and_the_rule(name, value, message):
-    with pytest.raises(ValueError, match=rf"{name}=.*{message}"):
+    with pytest.raises(SettingsError, match=rf"{name}=.*{message}"):
         config(**{name: value})
+
+
+def test_backoff_max_below_backoff_is_refused():
+    with pytest.raises(SettingsError, match=r"TWOLEVEL_BACKOFF_MAX=5 .* >= TWOLEVEL_BACKOFF"):
+        config(TWOLEVEL_BACKOFF=10, TWOLEVEL_BACKOFF_MAX=5)
+
+
+def test_unknown_settings_are_found_with_the_closest_valid_name():
+    names = ["TWOLEVEL_POLCY", "TWOLEVEL_POLICY", "TWOLEVEL_TESTWEB_HOSTS", "TWOLEVEL_XYZZY", "X"]
+    assert unknown_settings(names) == [
+        ("TWOLEVEL_POLCY", "TWOLEVEL_POLICY"),
+        ("TWOLEVEL_XYZZY", None),
+    ]
+
+
+def test_scheduler_warns_once_about_a_misspelled_setting(caplog):
+    crawler = get_crawler(
+        Spider, {"TWOLEVEL_POLCY": "breadth-first", "DOWNLOADER_MIDDLEWARES": MIDDLEWARE}
+    )
+    start(crawler)
+    warnings = [r.getMessage() for r in caplog.records if "TWOLEVEL_POLCY" in r.getMessage()]
+    assert warnings == ["Unknown setting TWOLEVEL_POLCY is ignored; did you mean TWOLEVEL_POLICY?"]
 
 
 def test_scheduler_refuses_to_start_on_invalid_settings():
     crawler = get_crawler(Spider, {"TWOLEVEL_POLICY": "nope", "DOWNLOADER_MIDDLEWARES": MIDDLEWARE})
-    with pytest.raises(ValueError, match="TWOLEVEL_POLICY='nope'"):
-        TwoLevelScheduler.from_crawler(crawler)
+    with pytest.raises(SettingsError, match="TWOLEVEL_POLICY='nope'"):
+        start(crawler)
 
 
 @pytest.mark.parametrize("policy", ["performance-first", "crawl-capability"])
 def test_policy_needing_metrics_without_middleware_shows_the_line_to_add(policy):
     crawler = get_crawler(Spider, {"TWOLEVEL_POLICY": policy})
     with pytest.raises(
-        ValueError, match=r'"scrapy_twolevel.middleware.HostMetricsMiddleware": 950'
+        SettingsError, match=r'"scrapy_twolevel.middleware.HostMetricsMiddleware": 950'
     ):
-        TwoLevelScheduler.from_crawler(crawler)
+        start(crawler)
 
 
 @pytest.mark.parametrize("policy", ["breadth-first", "quality-first"])
@@ -96,19 +153,23 @@ def test_custom_policy_by_import_path():
 
 def test_custom_policy_that_is_not_a_policy_is_refused():
     crawler = get_crawler(Spider, {"TWOLEVEL_POLICY": "collections.OrderedDict"})
-    with pytest.raises(ValueError, match=r"not a subclass of scrapy_twolevel\.frontier\.Policy"):
-        TwoLevelScheduler.from_crawler(crawler)
+    with pytest.raises(
+        SettingsError, match=r"not a subclass of scrapy_twolevel\.frontier\.Policy"
+    ):
+        start(crawler)
     crawler = get_crawler(Spider, {"TWOLEVEL_POLICY": "no.such.Module"})
-    with pytest.raises(ImportError, match=r"TWOLEVEL_POLICY='no\.such\.Module' cannot be imported"):
-        TwoLevelScheduler.from_crawler(crawler)
+    with pytest.raises(
+        SettingsError, match=r"TWOLEVEL_POLICY='no\.such\.Module' cannot be imported"
+    ):
+        start(crawler)
 
 
 def test_quality_import_path_errors_at_start_up():
     crawler = get_crawler(
         Spider, {"TWOLEVEL_QUALITY": "no.such.func", "DOWNLOADER_MIDDLEWARES": MIDDLEWARE}
     )
-    with pytest.raises(ImportError, match=r"TWOLEVEL_QUALITY='no\.such\.func'"):
-        TwoLevelScheduler.from_crawler(crawler)
+    with pytest.raises(SettingsError, match=r"TWOLEVEL_QUALITY='no\.such\.func'"):
+        start(crawler)
 
 
 def test_addon_sets_scheduler_and_middleware():

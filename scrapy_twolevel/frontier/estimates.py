@@ -58,6 +58,9 @@ class HostEstimate:
     connection_samples: int = 0
     response_samples: int = 0
     connection_count_samples: int = 0
+    #: Share of requests that got a response (smoothed); scores are scaled by it.
+    success_rate: float = 1.0
+    outcome_samples: int = 0
 
     @classmethod
     def new(cls, params: CostParams) -> HostEstimate:
@@ -118,7 +121,35 @@ class HostEstimate:
             self.keepalive = False
         elif served_on_connection > 1:
             self.keepalive = True
+        self._outcome(1.0, alpha)
         self.samples += 1
+
+    def observe_failure(self, params: CostParams, *, elapsed: float, timeout: bool) -> None:
+        """Fold a failed request into the estimates: a failure is evidence too.
+
+        A timeout cost the host's whole wait, so ``elapsed`` becomes a response-time
+        sample; a refused, reset or unresolvable connection cost a connection attempt, so
+        it becomes a connection-time sample. Either way the success rate takes a 0
+        (``S = alpha * S + (1 - alpha) * 0``), so a host that only fails sinks even when
+        its failures are quick.
+        """
+        alpha = params.alpha
+        elapsed = max(0.0, elapsed)
+        if timeout:
+            self._response(elapsed, alpha)
+        else:
+            self.connection_time = _update(
+                self.connection_time, elapsed, alpha, self.connection_samples
+            )
+            self.connection_samples += 1
+        self._outcome(0.0, alpha)
+        self.samples += 1
+
+    def _outcome(self, success: float, alpha: float) -> None:
+        # Averaged from the prior of 1, not replaced by the first sample as the times are:
+        # one early timeout must not sink a good host for the rest of the crawl.
+        self.success_rate = ewma(self.success_rate, success, alpha)
+        self.outcome_samples += 1
 
     def _response(self, measured: float, alpha: float) -> None:
         self.response_time = _update(self.response_time, measured, alpha, self.response_samples)
@@ -151,6 +182,8 @@ class HostEstimate:
             "connection_samples": self.connection_samples,
             "response_samples": self.response_samples,
             "connection_count_samples": self.connection_count_samples,
+            "success_rate": self.success_rate,
+            "outcome_samples": self.outcome_samples,
         }
 
     @classmethod
@@ -166,11 +199,16 @@ class HostEstimate:
                 connection_samples=int(data["connection_samples"]),  # type: ignore[call-overload]
                 response_samples=int(data["response_samples"]),  # type: ignore[call-overload]
                 connection_count_samples=int(data["connection_count_samples"]),  # type: ignore[call-overload]
+                # Absent from files written before failures were measured.
+                success_rate=float(data.get("success_rate", 1.0)),  # type: ignore[arg-type]
+                outcome_samples=int(data.get("outcome_samples", 0)),  # type: ignore[call-overload]
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"not a host estimate: {data!r}") from exc
         values = (est.connection_time, est.response_time, est.requests_per_connection)
-        if not all(math.isfinite(v) and v >= 0 for v in values):
+        if not all(math.isfinite(v) and v >= 0 for v in values) or not (
+            0.0 <= est.success_rate <= 1.0
+        ):
             raise ValueError(f"host estimate out of range: {data!r}")
         return est
 

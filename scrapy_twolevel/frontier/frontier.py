@@ -11,6 +11,11 @@ score changes gets a fresh entry and its old one is skipped when it surfaces; th
 is rebuilt when stale entries outnumber live ones. Ties go to the earlier ``seq``, so
 equal scores are served first come, first served.
 
+Failures (reported with :meth:`TwoLevelFrontier.observe_failure`) end a session early,
+back the host off, and finally give it up, as :class:`~.failures.FailurePolicy` says.
+A backed-off host waits in a second heap, ``(retry_at, seq, host)``, and is ranked again
+once the clock passes ``retry_at``.
+
 Pure module: no Scrapy, no I/O; items, host keys and the clock are the caller's.
 """
 
@@ -24,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .estimates import CostParams, HostEstimate, SharedPrior
+from .failures import FailurePolicy
 from .policies import Policy
 from .queues import FifoHostQueue, HostQueue, QualityHostQueue
 
@@ -49,11 +55,15 @@ class Host:
     __slots__ = (
         "busy",
         "estimate",
+        "failed_sessions",
+        "failures",
+        "given_up",
         "key",
         "open",
         "queue",
         "rank_key",
         "rank_token",
+        "retry_at",
         "session_budget",
         "session_served",
         "session_started",
@@ -72,6 +82,10 @@ class Host:
         self.sessions = 0
         self.rank_token = -1  # seq of the live ranking entry, -1 when not ranked
         self.rank_key = 0.0  # -score of that entry: the same float object as in the heap
+        self.failures = 0  # failed requests in a row
+        self.failed_sessions = 0  # sessions in a row ended by failures
+        self.retry_at = 0.0  # > 0 while backed off: not ranked before this time
+        self.given_up = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +97,8 @@ class SessionRecord:
     budget: int
     started: float
     ended: float
+    #: Ended early by failures in a row (the host is backed off or given up).
+    failed: bool = False
 
 
 class TwoLevelFrontier:
@@ -92,18 +108,27 @@ class TwoLevelFrontier:
         self,
         policy: Policy,
         params: CostParams,
-        max_open_hosts: int,
+        max_open_hosts: int | None,
         *,
+        failures: FailurePolicy | None = None,
         queue_factory: QueueFactory = memory_queue,
         clock: Callable[[], float] = time.monotonic,
         on_session_end: Callable[[SessionRecord], None] | None = None,
+        on_give_up: Callable[[str, int], None] | None = None,
     ) -> None:
-        if max_open_hosts < 1:
-            raise ValueError(f"max_open_hosts must be >= 1, got {max_open_hosts}")
+        """``max_open_hosts=None`` opens as many hosts as have URLs (the downloader limits).
+
+        ``on_give_up(host_key, dropped)`` is called once per host given up.
+        """
+        if max_open_hosts is not None and max_open_hosts < 1:
+            raise ValueError(f"max_open_hosts must be >= 1 or None, got {max_open_hosts}")
         self.policy = policy
         self._by_quality = policy.orders_urls_by_quality
         self.params = params
         self.max_open_hosts = max_open_hosts
+        self._max_open: float = float("inf") if max_open_hosts is None else max_open_hosts
+        self.failure_policy = failures if failures is not None else FailurePolicy()
+        self._on_give_up = on_give_up
         self._queue_factory = queue_factory
         self._clock = clock
         self._on_session_end = on_session_end
@@ -115,9 +140,15 @@ class TwoLevelFrontier:
         # once, at the next pop, however many pushes changed them (one heap entry, not one
         # per push). A dict, used as an ordered set, keeps first-come order for ties.
         self._dirty: dict[str, Host] = {}
+        self._backoff: list[tuple[float, int, str]] = []  # backed-off hosts by retry time
         #: Finished sessions and the requests they served (for stats).
         self.sessions_ended = 0
         self.session_requests = 0
+        #: Failures reported, sessions ended by them, hosts given up, URLs dropped with them.
+        self.failures = 0
+        self.failed_sessions = 0
+        self.hosts_given_up = 0
+        self.dropped_host_failed = 0
         self._open = 0
         self._seq = 0
         self._pending = 0
@@ -129,18 +160,32 @@ class TwoLevelFrontier:
 
     # -- queueing ---------------------------------------------------------------
 
-    def push(self, host_key: str, quality: float, item: Any) -> None:
-        """Queue ``item`` for ``host_key`` (``PLAIN_LANE`` for requests with no host)."""
+    def push(self, host_key: str, quality: float, item: Any) -> bool:
+        """Queue ``item`` for ``host_key`` (``PLAIN_LANE`` for requests with no host).
+
+        Returns ``False`` (and counts it in :attr:`dropped_host_failed`) when the host was
+        given up after failing: the item is dropped.
+        """
+        if host_key == PLAIN_LANE:
+            self._seq += 1
+            self._pending += 1
+            self._plain.push(quality, self._seq, item)
+            return True
+        host = self._hosts.get(host_key) or self.host(host_key)
+        if host.given_up:
+            self.dropped_host_failed += 1
+            return False
         self._seq += 1
         self._pending += 1
-        if host_key == PLAIN_LANE:
-            self._plain.push(quality, self._seq, item)
-            return
-        host = self._hosts.get(host_key) or self.host(host_key)
-        if host.queue.push(quality if self._by_quality else 0.0, self._seq, item) and not host.open:
+        if (
+            host.queue.push(quality if self._by_quality else 0.0, self._seq, item)
+            and not host.open
+            and not host.retry_at
+        ):
             # Scores depend on the host's next session (its first P URLs) and estimates
             # only, so a URL queued behind that session leaves the score as it was.
             self._dirty[host_key] = host
+        return True
 
     def pop(self) -> tuple[str, Any] | None:
         """Next ``(host_key, item)`` to fetch, or ``None`` when every open host is busy.
@@ -150,9 +195,11 @@ class TwoLevelFrontier:
         if len(self._plain):
             self._pending -= 1
             return PLAIN_LANE, self._plain.pop()
+        if self._backoff:
+            self._release_backed_off()
         if self._ready:
             host = self._ready.popleft()
-        elif self._open < self.max_open_hosts and (self._ranked or self._dirty):
+        elif self._open < self._max_open and (self._ranked or self._dirty):
             if self._dirty:
                 for dirty in self._dirty.values():
                     self._rank(dirty)
@@ -168,15 +215,29 @@ class TwoLevelFrontier:
         return host.key, host.queue.pop()
 
     def done(self, host_key: str) -> None:
-        """The request last popped for ``host_key`` has finished (fetched or failed)."""
+        """The request last popped for ``host_key`` has finished (fetched or failed).
+
+        Report a failure with :meth:`observe_failure` *before* calling this, so a session
+        that has failed ``session_failures`` times in a row ends here.
+        """
         host = self._hosts.get(host_key)
         if host is None or not host.busy:
             return
         host.busy = False
-        if host.session_served >= host.session_budget or not len(host.queue):
+        if host.failures >= self.failure_policy.session_failures:
+            self._end_session(host, failed=True)
+        elif host.session_served >= host.session_budget or not len(host.queue):
             self._end_session(host)
         else:
             self._ready.append(host)
+
+    def now(self) -> float:
+        """The frontier's clock (the one back-off times are measured on)."""
+        return self._clock()
+
+    def next_retry_at(self) -> float | None:
+        """Clock time at which the earliest backed-off host may be opened again, if any."""
+        return self._backoff[0][0] if self._backoff else None
 
     # -- host estimates ---------------------------------------------------------
 
@@ -190,11 +251,29 @@ class TwoLevelFrontier:
         return host
 
     def observe(self, host_key: str, **observation: Any) -> None:
-        """Fold a measured response into the host's estimates (see :meth:`HostEstimate.observe`)."""
+        """Fold a measured response into the host's estimates (see :meth:`HostEstimate.observe`).
+
+        A response ends the host's failure streaks.
+        """
         host = self.host(host_key)
         if host.estimate is self._prior:
             host.estimate = HostEstimate.new(self.params)
         host.estimate.observe(self.params, **observation)
+        host.failures = 0
+        host.failed_sessions = 0
+        self.estimates_changed(host)
+
+    def observe_failure(self, host_key: str, *, elapsed: float, timeout: bool) -> None:
+        """Fold a failed request into the host's estimates and its failure streak.
+
+        See :meth:`HostEstimate.observe_failure`; call :meth:`done` afterwards as usual.
+        """
+        host = self.host(host_key)
+        if host.estimate is self._prior:
+            host.estimate = HostEstimate.new(self.params)
+        host.estimate.observe_failure(self.params, elapsed=elapsed, timeout=timeout)
+        host.failures += 1
+        self.failures += 1
         self.estimates_changed(host)
 
     def set_estimate(self, host_key: str, estimate: HostEstimate) -> None:
@@ -217,7 +296,7 @@ class TwoLevelFrontier:
     def estimates_changed(self, host: Host) -> None:
         """Re-size the host's session head and re-rank it after its estimate changed."""
         host.queue.set_head_size(host.estimate.batch_size(1 << 30))
-        if not host.open:
+        if not host.open and not host.retry_at:
             self._dirty[host.key] = host
 
     # -- introspection ----------------------------------------------------------
@@ -248,6 +327,8 @@ class TwoLevelFrontier:
     # -- internals --------------------------------------------------------------
 
     def _rank(self, host: Host) -> None:
+        if host.retry_at or host.given_up:
+            return  # ranked again when its back-off ends; never once given up
         if not len(host.queue):
             if host.rank_token >= 0:
                 host.rank_token = -1
@@ -284,7 +365,7 @@ class TwoLevelFrontier:
         self._open += 1
         return host
 
-    def _end_session(self, host: Host) -> None:
+    def _end_session(self, host: Host, *, failed: bool = False) -> None:
         host.open = False
         self._open -= 1
         self.sessions_ended += 1
@@ -297,9 +378,51 @@ class TwoLevelFrontier:
                     host.session_budget,
                     host.session_started,
                     self._clock(),
+                    failed,
                 )
             )
+        if failed:
+            self._session_failed(host)
         self._rank(host)
+
+    def _session_failed(self, host: Host) -> None:
+        """Back the host off, or give it up after too many failed sessions in a row."""
+        self.failed_sessions += 1
+        host.failed_sessions += 1
+        policy = self.failure_policy
+        if policy.gives_up(host.failed_sessions):
+            self._give_up(host)
+            return
+        delay = policy.backoff_delay(host.failed_sessions)
+        if delay <= 0:
+            return
+        # max() keeps retry_at truthy even on a clock that starts at 0.
+        host.retry_at = max(self._clock() + delay, 1e-9)
+        self._seq += 1
+        heapq.heappush(self._backoff, (host.retry_at, self._seq, host.key))
+
+    def _give_up(self, host: Host) -> None:
+        host.given_up = True
+        dropped = 0
+        while len(host.queue):
+            host.queue.pop()
+            dropped += 1
+        self._pending -= dropped
+        self.hosts_given_up += 1
+        self.dropped_host_failed += dropped
+        self._dirty.pop(host.key, None)
+        if self._on_give_up is not None:
+            self._on_give_up(host.key, dropped)
+
+    def _release_backed_off(self) -> None:
+        now = self._clock()
+        backoff = self._backoff
+        while backoff and backoff[0][0] <= now:
+            retry_at, _, key = heapq.heappop(backoff)
+            host = self._hosts[key]
+            if host.retry_at == retry_at:
+                host.retry_at = 0.0
+                self._dirty[key] = host
 
     def _compact(self) -> None:
         live = [e for e in self._ranking if self._hosts[e[2]].rank_token == e[1]]

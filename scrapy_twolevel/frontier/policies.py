@@ -48,14 +48,17 @@ class BreadthFirst(Policy):
 
 
 class PerformanceFirst(Policy):
-    """``R(s,i) = P(s,i) / T(s,i)``: requests served per second of connection."""
+    """``R(s,i) = S(s,i) * P(s,i) / T(s,i)``: responses per second of connection.
+
+    ``S`` is the host's smoothed success rate, 1 until a request fails.
+    """
 
     name = "performance-first"
     needs_host_metrics = True
 
     def score(self, queue: HostQueue, estimate: HostEstimate, params: CostParams) -> float:
         batch = estimate.batch_size(len(queue))
-        return batch / estimate.session_time(batch, params)
+        return estimate.success_rate * batch / estimate.session_time(batch, params)
 
 
 class QualityFirst(Policy):
@@ -69,10 +72,11 @@ class QualityFirst(Policy):
 
 
 class CrawlCapability(Policy):
-    """``C(s,i) = (sum of the qualities of the next P(s,i) URLs) / T(s,i)``.
+    """``C(s,i) = S(s,i) * (sum of the qualities of the next P(s,i) URLs) / T(s,i)``.
 
     Expected quality gathered per second of one persistent connection. Negative qualities
     count as 0; each URL adds :data:`CAPABILITY_EPSILON` so all-zero hosts rank by P/T.
+    ``S`` is the host's smoothed success rate, 1 until a request fails.
     """
 
     name = "crawl-capability"
@@ -82,7 +86,7 @@ class CrawlCapability(Policy):
     def score(self, queue: HostQueue, estimate: HostEstimate, params: CostParams) -> float:
         batch = estimate.batch_size(len(queue))
         gathered = queue.head_sum() + CAPABILITY_EPSILON * batch
-        return gathered / estimate.session_time(batch, params)
+        return estimate.success_rate * gathered / estimate.session_time(batch, params)
 
 
 BUILTIN_POLICIES: dict[str, type[Policy]] = {

@@ -14,8 +14,15 @@ on a page of its own, but less than the insert saved (``benchmarks/scheduler_ove
 measures both).
 
 Durability is Scrapy's: rows reach the OS (``synchronous=OFF``: no fsync, like Scrapy's
-own disk queues) at every commit, at most ``commit_every`` writes apart and when the
-crawl stops; a killed process loses at most the writes since the last commit.
+own disk queues) at every commit: at most ``commit_every`` writes apart, at the first
+write ``commit_interval`` seconds after the last commit, whenever the owner calls
+:meth:`SqliteStore.commit_if_due` (the scheduler arms a timer for it), and when the crawl
+stops. A killed process loses at most the writes since the last commit.
+
+The file records what shaped it (``shape``: the host-key mode, whether rows are ordered by
+quality), because rows queued under one host-key mode or order mean something else under
+another. Reopening with a different shape raises :class:`ShapeMismatch` and changes
+nothing.
 
 Items pushed as ``bytes`` go to disk. Anything else (a request that could not be
 encoded) stays in a small per-host memory queue, served before the disk rows and lost
@@ -27,14 +34,17 @@ Pure module: no Scrapy. Raises :class:`StateError` for a file that is not ours.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 from .queues import FifoHostQueue, HostQueue, QualityHostQueue
 
 #: Format marker stored in the file; bump when the schema changes.
-FORMAT = "scrapy_twolevel.frontier/2"
+FORMAT = "scrapy_twolevel.frontier/3"
+#: Prefix of the meta rows that hold the file's shape.
+_SHAPE_PREFIX = "shape:"
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -50,23 +60,49 @@ class StateError(ValueError):
     """A state file is corrupt or was written by something else."""
 
 
+class ShapeMismatch(StateError):
+    """The file was written under another shape (e.g. another host-key mode)."""
+
+    def __init__(self, path: Path, key: str, stored: str | None, wanted: str) -> None:
+        self.path, self.key, self.stored, self.wanted = path, key, stored, wanted
+        super().__init__(
+            f"{path} was written with {key}={stored!r}, but this crawl has {key}={wanted!r}. "
+            "It was left untouched."
+        )
+
+
 class SqliteStore:
     """The SQLite file behind every :class:`SqliteHostQueue` of one crawl."""
 
-    def __init__(self, path: str | Path, *, cache_mb: int = 4, commit_every: int = 2000) -> None:
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        cache_mb: int = 4,
+        commit_every: int = 2000,
+        commit_interval: float = 1.0,
+        shape: Mapping[str, str] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.path = Path(path)
         existed = self.path.exists() and self.path.stat().st_size > 0
         self.db = sqlite3.connect(self.path, isolation_level=None)
+        shape = dict(shape or {})
         try:
             if existed:
                 # Before any PRAGMA: switching a foreign file to WAL would rewrite its header.
                 self._check_format()
+                self._check_shape(shape)
             self.db.execute("PRAGMA journal_mode=WAL")
             self.db.execute("PRAGMA synchronous=OFF")
             self.db.execute(f"PRAGMA cache_size=-{int(cache_mb) * 1024}")
             if not existed:
                 self.db.executescript(_SCHEMA)
                 self.db.execute("INSERT INTO meta VALUES ('format', ?)", (FORMAT,))
+                self.db.executemany(
+                    "INSERT INTO meta VALUES (?, ?)",
+                    [(_SHAPE_PREFIX + key, value) for key, value in shape.items()],
+                )
         except sqlite3.DatabaseError as exc:
             self.db.close()
             raise StateError(
@@ -77,6 +113,9 @@ class SqliteStore:
             self.db.close()
             raise
         self._commit_every = commit_every
+        self._commit_interval = commit_interval
+        self._clock = clock
+        self._last_commit = clock()
         self._uncommitted = 0
         self._host_ids: dict[str, int] = dict(
             (key, hid) for hid, key in self.db.execute("SELECT id, key FROM hosts")
@@ -96,6 +135,17 @@ class SqliteStore:
                 f"{self.path} holds {found!r}, expected {FORMAT!r}: probably a JOBDIR from "
                 "another version or another tool. It was left untouched; use a fresh JOBDIR."
             )
+
+    def _check_shape(self, shape: Mapping[str, str]) -> None:
+        stored = dict(
+            self.db.execute(
+                "SELECT substr(key, ?), value FROM meta WHERE key LIKE ?",
+                (len(_SHAPE_PREFIX) + 1, _SHAPE_PREFIX + "%"),
+            )
+        )
+        for key, wanted in shape.items():
+            if stored.get(key) != wanted:
+                raise ShapeMismatch(self.path, key, stored.get(key), wanted)
 
     def host_id(self, key: str) -> int:
         hid = self._host_ids.get(key)
@@ -117,13 +167,35 @@ class SqliteStore:
 
     def wrote(self) -> None:
         self._uncommitted += 1
-        if self._uncommitted >= self._commit_every:
+        if (
+            self._uncommitted >= self._commit_every
+            or self._clock() - self._last_commit >= self._commit_interval
+        ):
             self.commit()
+
+    @property
+    def uncommitted(self) -> int:
+        """Writes since the last commit (what a kill would lose)."""
+        return self._uncommitted
+
+    def commit_if_due(self) -> float | None:
+        """Commit if the interval has passed; return seconds until the next is due, or None.
+
+        ``None`` means there is nothing left to commit.
+        """
+        if not self._uncommitted:
+            return None
+        wait = self._last_commit + self._commit_interval - self._clock()
+        if wait <= 0:
+            self.commit()
+            return None
+        return wait
 
     def commit(self) -> None:
         self.db.execute("COMMIT")
         self.db.execute("BEGIN")
         self._uncommitted = 0
+        self._last_commit = self._clock()
 
     def queue(self, host_key: str, by_quality: bool) -> SqliteHostQueue:
         """:data:`~scrapy_twolevel.frontier.frontier.QueueFactory` for disk queues."""
