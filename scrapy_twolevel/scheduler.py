@@ -426,6 +426,8 @@ class TwoLevelScheduler(BaseScheduler):
                 "in memory and will be lost if the crawl stops before it is fetched.",
                 f"{type(exc).__name__}: {exc}",
             )
+            if host != PLAIN_LANE:
+                self.frontier.host(host, queue_factory=memory_queue)
             accepted = self.frontier.push(host, quality, request)
         if not accepted:
             self._inc_stat("twolevel/dropped/host_failed")

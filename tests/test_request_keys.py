@@ -69,3 +69,41 @@ def test_quality_sources():
 
 def double_priority(request):
     return request.priority * 2
+
+
+def test_peek_meta_does_not_create_meta():
+    """Checks the Scrapy internal that _engine.peek_meta relies on (Request._meta)."""
+    from scrapy_twolevel._engine import peek_meta
+
+    bare = Request("http://a.com/")
+    assert bare._meta is None  # fails loudly if Scrapy renames or drops the attribute
+    assert dict(peek_meta(bare)) == {}
+    assert bare._meta is None  # peeking created nothing
+    with_meta = Request("http://a.com/", meta={"k": 1})
+    assert peek_meta(with_meta) is with_meta.meta
+
+
+def test_cached_address_reads_every_dns_cache_shape():
+    from scrapy_twolevel.hostkey import cached_address
+
+    class Address:
+        host = "10.0.0.2"
+
+    assert cached_address("10.0.0.1") == "10.0.0.1"
+    assert cached_address([Address()]) == "10.0.0.2"
+    assert cached_address(["10.0.0.3", "10.0.0.4"]) == "10.0.0.3"
+    assert cached_address([]) is None
+    assert cached_address(None) is None
+    assert cached_address("not-an-ip") is None
+    assert cached_address([object()]) is None
+
+
+def test_ip_key_is_fixed_when_a_name_is_first_seen():
+    cache = {}
+    key = make_host_key("ip", cache)
+    assert key("a.example") == "a.example"
+    cache["a.example"] = "10.0.0.1"
+    assert key("a.example") == "a.example"  # one key for the name's lifetime
+    cache["b.example"] = ["10.0.0.1"]
+    assert key("b.example") == "10.0.0.1"
+    assert key("127.0.0.5") == "127.0.0.5"

@@ -252,3 +252,179 @@ def test_estimates_from_the_middleware_signal_update_the_frontier():
     assert est.response_time == pytest.approx(0.15)
     assert est.keepalive is False
     scheduler.close("finished")
+
+
+# -- lanes: a request's own URL decides, never a slot inherited from another request ----
+
+
+def hand_out(scheduler, crawler, url):
+    """Enqueue ``url``, dequeue it and let 'the downloader' write its slot, as Scrapy does."""
+    assert scheduler.enqueue_request(Request(url))
+    request = scheduler.next_request()
+    assert request is not None and request.url == url
+    request.meta["download_slot"] = request.meta[HOST_META_KEY]
+    return request
+
+
+def test_redirect_to_another_host_takes_that_hosts_lane():
+    scheduler, crawler = create_scheduler({"TWOLEVEL_POLICY": "breadth-first"})
+    on_b = hand_out(scheduler, crawler, "http://b.example/1")  # b is busy from now on
+    on_a = hand_out(scheduler, crawler, "http://a.example/old")
+    redirected = on_a.replace(url="http://b.example/new")  # what RedirectMiddleware builds
+    assert redirected.meta["download_slot"] == "a.example"
+    finish(crawler, on_a)
+    assert scheduler.enqueue_request(redirected)
+    assert "download_slot" not in redirected.meta  # stale: the downloader must not reuse it
+    assert scheduler.next_request() is None  # lane b.example is busy: never two in flight
+    finish(crawler, on_b)
+    again = scheduler.next_request()
+    assert again is redirected and again.meta[HOST_META_KEY] == "b.example"
+    scheduler.close("finished")
+
+
+def test_retry_in_domain_mode_stays_in_the_domains_one_lane():
+    scheduler, crawler = create_scheduler(
+        {"TWOLEVEL_POLICY": "breadth-first", "TWOLEVEL_HOST_KEY": "domain"}
+    )
+    first = hand_out(scheduler, crawler, "http://www.example.co.uk/1")
+    first.meta["download_slot"] = "www.example.co.uk"  # the downloader keys by hostname
+    assert scheduler.enqueue_request(Request("http://shop.example.co.uk/2"))
+    retry = first.replace(dont_filter=True)  # what RetryMiddleware builds
+    finish(crawler, first)
+    assert scheduler.enqueue_request(retry)
+    assert scheduler.frontier.host_count == 1
+    out = [scheduler.next_request()]
+    assert scheduler.next_request() is None  # one lane: one request in flight
+    finish(crawler, out[0])
+    out.append(scheduler.next_request())
+    assert {r.meta[HOST_META_KEY] for r in out} == {"example.co.uk"}
+    scheduler.close("finished")
+
+
+def test_a_download_slot_the_user_set_is_the_lane_and_carries_over():
+    scheduler, crawler = create_scheduler({"TWOLEVEL_POLICY": "breadth-first"})
+    assert scheduler.enqueue_request(
+        Request("http://a.example/1", meta={"download_slot": "shared"})
+    )
+    mine = scheduler.next_request()
+    assert mine.meta[HOST_META_KEY] == "shared"
+    derived = mine.replace(url="http://b.example/2")
+    finish(crawler, mine)
+    scheduler.enqueue_request(derived)
+    assert derived.meta["download_slot"] == "shared"
+    assert scheduler.next_request().meta[HOST_META_KEY] == "shared"
+    scheduler.close("finished")
+
+
+def test_ip_mode_keeps_one_key_per_hostname_whatever_the_dns_cache_holds():
+    from scrapy.resolver import dnscache
+
+    scheduler, crawler = create_scheduler(
+        {"TWOLEVEL_POLICY": "breadth-first", "TWOLEVEL_HOST_KEY": "ip"}
+    )
+    try:
+        first = hand_out(scheduler, crawler, "http://late.example/1")
+        # Resolved meanwhile, as CachingHostnameResolver stores it: a list of addresses.
+        dnscache["late.example"] = [type("Addr", (), {"host": "10.9.9.9"})()]
+        dnscache["early.example"] = ["10.1.1.1"]
+        assert scheduler.enqueue_request(Request("http://late.example/2"))
+        assert scheduler.enqueue_request(Request("http://early.example/1"))
+        assert scheduler.next_request().meta[HOST_META_KEY] == "10.1.1.1"
+        assert scheduler.next_request() is None  # late.example's one lane is still busy
+        finish(crawler, first)
+        assert scheduler.next_request().meta[HOST_META_KEY] == "late.example"
+    finally:
+        dnscache.pop("late.example", None)
+        dnscache.pop("early.example", None)
+    scheduler.close("finished")
+
+
+# -- nothing lost: failures after the dupefilter has seen a request -------------------
+
+
+def raises_key_error(request):
+    return {"a": 1}[request.url]
+
+
+def test_quality_function_raising_anything_gives_quality_zero_and_keeps_the_request(caplog):
+    scheduler, crawler = create_scheduler(
+        {"TWOLEVEL_POLICY": "quality-first", "TWOLEVEL_QUALITY": f"{__name__}.raises_key_error"}
+    )
+    for i in range(3):
+        assert scheduler.enqueue_request(Request(f"http://a.example/{i}"))
+    assert len(dequeue_all(scheduler, crawler)) == 3
+    assert crawler.stats.get_value("twolevel/invalid_quality") == 3
+    assert sum("TWOLEVEL_QUALITY gave no finite" in r.message for r in caplog.records) == 1
+    scheduler.close("finished")
+
+
+def test_stored_request_of_a_renamed_class_is_dropped_and_frees_its_host(tmp_path):
+    from scrapy_twolevel import codec
+
+    jobdir = tmp_path / "job"
+    scheduler, crawler = create_scheduler({"TWOLEVEL_POLICY": "breadth-first"}, jobdir)
+    for i in range(2):
+        scheduler.enqueue_request(Request(f"http://a.example/{i}"))
+    scheduler.close("shutdown")
+    db = sqlite3.connect(jobdir / "twolevel" / "frontier.sqlite3")
+    renamed = codec.encode({"url": "http://a.example/0", "_class": "no_such_module.OldRequest"})
+    db.execute(
+        "UPDATE requests SET data = ? WHERE seq = (SELECT MIN(seq) FROM requests)", (renamed,)
+    )
+    db.commit()
+    db.close()
+    scheduler, crawler = create_scheduler({"TWOLEVEL_POLICY": "breadth-first"}, jobdir)
+    assert [r.url for r in dequeue_all(scheduler, crawler)] == ["http://a.example/1"]
+    assert crawler.stats.get_value("twolevel/undecodable") == 1
+    scheduler.close("finished")
+
+
+def test_store_failure_keeps_the_request_in_memory(tmp_path, caplog):
+    scheduler, crawler = create_scheduler({"TWOLEVEL_POLICY": "breadth-first"}, tmp_path / "j")
+    scheduler._store.commit()
+    scheduler._store.db.execute("PRAGMA query_only=ON")  # every write now fails, for real
+    assert scheduler.enqueue_request(Request("http://a.example/1"))
+    assert crawler.stats.get_value("twolevel/store_error") == 1
+    assert [r.url for r in dequeue_all(scheduler, crawler)] == ["http://a.example/1"]
+    scheduler._store.db.execute("PRAGMA query_only=OFF")
+    scheduler.close("finished")
+
+
+# -- JOBDIR: what shaped the frontier file ------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("first", "second", "message"),
+    [
+        (
+            {"TWOLEVEL_HOST_KEY": "hostname"},
+            {"TWOLEVEL_HOST_KEY": "domain"},
+            r"TWOLEVEL_HOST_KEY='hostname', but this crawl has TWOLEVEL_HOST_KEY='domain'",
+        ),
+        (
+            {"TWOLEVEL_POLICY": "crawl-capability"},
+            {"TWOLEVEL_POLICY": "breadth-first"},
+            r"quality order, but TWOLEVEL_POLICY='breadth-first' needs fifo order",
+        ),
+    ],
+)
+def test_resuming_with_another_shape_stops_with_the_setting_named(tmp_path, first, second, message):
+    jobdir = tmp_path / "job"
+    scheduler, _ = create_scheduler(first, jobdir)
+    scheduler.enqueue_request(Request("http://a.example/1"))
+    scheduler.close("shutdown")
+    path = jobdir / "twolevel" / "frontier.sqlite3"
+    before = path.read_bytes()
+    crawler = get_crawler(
+        ContractSpider, {"DOWNLOADER_MIDDLEWARES": MIDDLEWARE, **second, "JOBDIR": str(jobdir)}
+    )
+    scheduler = TwoLevelScheduler.from_crawler(crawler)
+    with pytest.raises(StateError, match=message):
+        scheduler.open(ContractSpider.from_crawler(crawler))
+    scheduler.close("shutdown")  # clean after a failed open: no signal to disconnect
+    assert path.read_bytes() == before
+    # a policy of the same order resumes fine
+    same = {"TWOLEVEL_POLICY": "quality-first"} if "TWOLEVEL_POLICY" in first else first
+    scheduler, crawler = create_scheduler(same, jobdir)
+    assert [r.url for r in dequeue_all(scheduler, crawler)] == ["http://a.example/1"]
+    scheduler.close("finished")

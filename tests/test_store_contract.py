@@ -12,7 +12,7 @@ from scrapy_twolevel.frontier import (
     QualityHostQueue,
     TwoLevelFrontier,
 )
-from scrapy_twolevel.frontier.sqlite_store import SqliteStore, StateError
+from scrapy_twolevel.frontier.sqlite_store import ShapeMismatch, SqliteStore, StateError
 
 
 class MemoryBackend:
@@ -144,7 +144,9 @@ def test_corrupt_file_is_reported_and_left_untouched(tmp_path):
     assert path.read_bytes() == before
 
 
-@pytest.mark.parametrize("marker", ["somebody-else/3", "scrapy_twolevel.frontier/1"])
+@pytest.mark.parametrize(
+    "marker", ["somebody-else/3", "scrapy_twolevel.frontier/1", "scrapy_twolevel.frontier/2"]
+)
 def test_foreign_or_older_sqlite_file_is_reported_and_untouched(tmp_path, marker):
     path = tmp_path / "f.sqlite3"
     db = sqlite3.connect(path)
@@ -199,4 +201,55 @@ def test_disk_frontier_keeps_pending_items_out_of_python_memory(tmp_path):
     # 40,000 items of 200 bytes would be > 8 MB in memory; allow 10 bytes per item
     # for allocator slack and the ranking heap.
     assert after - before < 400_000
+    store.close()
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _committed_rows(path):
+    """What another process (or a resumed crawl after a kill) would read."""
+    reader = sqlite3.connect(path)
+    try:
+        return reader.execute("SELECT COUNT(*) FROM requests").fetchone()[0]
+    finally:
+        reader.close()
+
+
+def test_writes_are_committed_within_the_commit_interval(tmp_path):
+    clock = FakeClock()
+    path = tmp_path / "f.sqlite3"
+    store = SqliteStore(path, commit_every=1000, commit_interval=1.0, clock=clock)
+    queue = store.queue("h", True)
+    queue.push(1.0, 1, b"a")
+    queue.push(1.0, 2, b"b")
+    assert store.uncommitted == 2 and _committed_rows(path) == 0
+    clock.now = 0.4
+    assert store.commit_if_due() == pytest.approx(0.6)  # not due yet: wait 0.6 s more
+    assert _committed_rows(path) == 0
+    clock.now = 1.0
+    assert store.commit_if_due() is None and _committed_rows(path) == 2
+    assert store.commit_if_due() is None  # nothing left to commit
+    clock.now = 2.5
+    queue.push(1.0, 3, b"c")  # the first write after an interval commits at once
+    assert store.uncommitted == 0 and _committed_rows(path) == 3
+    store.close()
+
+
+def test_resuming_with_another_shape_raises_and_leaves_the_file(tmp_path):
+    path = tmp_path / "f.sqlite3"
+    store = SqliteStore(path, shape={"mode": "hostname"})
+    store.queue("h", True).push(1.0, 1, b"a")
+    store.close()
+    before = path.read_bytes()
+    with pytest.raises(ShapeMismatch, match=r"mode='hostname', but this crawl has mode='ip'"):
+        SqliteStore(path, shape={"mode": "ip"})
+    assert path.read_bytes() == before
+    store = SqliteStore(path, shape={"mode": "hostname"})
+    assert len(store.queue("h", True)) == 1
     store.close()

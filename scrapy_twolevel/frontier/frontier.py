@@ -241,11 +241,15 @@ class TwoLevelFrontier:
 
     # -- host estimates ---------------------------------------------------------
 
-    def host(self, host_key: str) -> Host:
-        """The :class:`Host` for ``host_key``, created on first use."""
+    def host(self, host_key: str, queue_factory: QueueFactory | None = None) -> Host:
+        """The :class:`Host` for ``host_key``, created on first use.
+
+        ``queue_factory`` overrides the frontier's for a host created now (a caller whose
+        disk store failed can still queue in memory).
+        """
         host = self._hosts.get(host_key)
         if host is None:
-            queue = self._queue_factory(host_key, self._by_quality)
+            queue = (queue_factory or self._queue_factory)(host_key, self._by_quality)
             queue.set_head_size(self._prior_head_size)
             host = self._hosts[host_key] = Host(host_key, queue, self._prior)
         return host
@@ -389,6 +393,7 @@ class TwoLevelFrontier:
         """Back the host off, or give it up after too many failed sessions in a row."""
         self.failed_sessions += 1
         host.failed_sessions += 1
+        host.failures = 0  # each session after a back-off gets the full allowance again
         policy = self.failure_policy
         if policy.gives_up(host.failed_sessions):
             self._give_up(host)

@@ -1,0 +1,221 @@
+"""Failing hosts in the pure frontier: estimates, early session end, back-off, give-up.
+
+Every expected number is worked out by hand from the rules in
+``scrapy_twolevel/frontier/failures.py`` and ``HostEstimate.observe_failure``.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from scrapy_twolevel.frontier import (
+    BreadthFirst,
+    CostParams,
+    CrawlCapability,
+    HostEstimate,
+    PerformanceFirst,
+    TwoLevelFrontier,
+)
+from scrapy_twolevel.frontier.failures import FailurePolicy
+
+PARAMS = CostParams(
+    default_requests_per_connection=50,
+    keepalive_speedup=1.2,
+    alpha=0.8,
+    default_connection_time=0.1,
+    default_response_time=0.1,
+)
+RULES = FailurePolicy(session_failures=2, backoff=10.0, backoff_max=25.0, failed_sessions=3)
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def frontier(policy=None, max_open=1, rules=RULES, **kwargs):
+    clock = FakeClock()
+    given_up = []
+    f = TwoLevelFrontier(
+        policy or BreadthFirst(),
+        PARAMS,
+        max_open,
+        failures=rules,
+        clock=clock,
+        on_give_up=lambda host, dropped: given_up.append((host, dropped)),
+        **kwargs,
+    )
+    return f, clock, given_up
+
+
+def fail(f, host, *, timeout=False, elapsed=0.001):
+    f.observe_failure(host, elapsed=elapsed, timeout=timeout)
+    f.done(host)
+
+
+def test_backoff_doubles_and_is_capped():
+    assert [RULES.backoff_delay(n) for n in (0, 1, 2, 3, 4)] == [0.0, 10.0, 20.0, 25.0, 25.0]
+    assert RULES.backoff_delay(10_000) == 25.0  # no float overflow on a long streak
+    assert [RULES.gives_up(n) for n in (1, 2, 3)] == [False, False, True]
+    assert not FailurePolicy(failed_sessions=0).gives_up(1_000)
+
+
+def test_timeout_is_a_response_time_sample_and_lowers_the_success_rate():
+    est = HostEstimate.new(PARAMS)
+    est.observe_failure(PARAMS, elapsed=30.0, timeout=True)
+    # first response-time sample replaces the prior; success rate 0.8*1 + 0.2*0
+    assert est.response_time == 30.0
+    assert est.connection_time == 0.1
+    assert est.success_rate == pytest.approx(0.8)
+    est.observe_failure(PARAMS, elapsed=10.0, timeout=True)
+    assert est.response_time == pytest.approx(0.8 * 30 + 0.2 * 10)  # 26.0
+    assert est.success_rate == pytest.approx(0.64)
+    assert est.samples == 2 and est.outcome_samples == 2
+
+
+def test_connection_failure_is_a_connection_time_sample():
+    est = HostEstimate.new(PARAMS)
+    est.observe_failure(PARAMS, elapsed=0.002, timeout=False)
+    assert est.connection_time == 0.002
+    assert est.response_time == 0.1
+    est.observe(
+        PARAMS, latency=0.05, new_connection=False, served_on_connection=2, closed_by_server=False
+    )
+    assert est.success_rate == pytest.approx(0.8 * 0.8 + 0.2 * 1.0)  # 0.84
+
+
+def test_success_rate_scales_performance_first_and_crawl_capability_scores():
+    est = HostEstimate.new(PARAMS)
+    est.observe_failure(PARAMS, elapsed=0.1, timeout=False)  # connection time stays 0.1
+    f, _, _ = frontier()
+    for i in range(3):
+        f.push("h", 1.0, i)
+    queue = f.host("h").queue
+    # P = min(50, 3) = 3; T = 2*0.1 + 3*0.1/1.2 = 0.45; S = 0.8
+    assert PerformanceFirst().score(queue, est, PARAMS) == pytest.approx(0.8 * 3 / 0.45)
+    f2, _, _ = frontier(CrawlCapability())
+    for i in range(3):
+        f2.push("h", 1.0, i)
+    gathered = 3.0 + 3e-9
+    assert CrawlCapability().score(f2.host("h").queue, est, PARAMS) == pytest.approx(
+        0.8 * gathered / 0.45
+    )
+
+
+def test_session_ends_after_failures_in_a_row_and_the_host_backs_off():
+    f, clock, _ = frontier()
+    for i in range(5):
+        f.push("bad", 1.0, f"b{i}")
+    f.push("good", 1.0, "g0")
+    assert f.pop() == ("bad", "b0")
+    fail(f, "bad")  # one failure: the session goes on
+    assert f.pop() == ("bad", "b1")
+    fail(f, "bad")  # two in a row: the session ends, the host is backed off for 10 s
+    assert f.failed_sessions == 1
+    assert f.next_retry_at() == 110.0
+    assert f.pop() == ("good", "g0")  # the other host gets the place
+    f.done("good")
+    assert f.pop() is None and len(f) == 3  # only the backed-off host is left: wait
+    clock.now = 109.9
+    assert f.pop() is None
+    clock.now = 110.0
+    assert f.pop() == ("bad", "b2")
+
+
+def test_a_response_ends_both_streaks():
+    f, clock, given_up = frontier()
+    for i in range(10):
+        f.push("h", 1.0, i)
+    f.pop()
+    fail(f, "h")
+    f.pop()
+    fail(f, "h")  # failed session 1
+    clock.now += 10
+    f.pop()
+    f.observe(
+        "h", latency=0.01, new_connection=True, served_on_connection=1, closed_by_server=False
+    )
+    f.done("h")
+    host = f.host("h")
+    assert (host.failures, host.failed_sessions) == (0, 0)
+    f.pop()
+    fail(f, "h")
+    f.pop()
+    fail(f, "h")  # a new streak starts again at one failed session: 10 s, not 20 s
+    assert f.next_retry_at() == clock.now + 10.0
+    assert given_up == []
+
+
+def test_failures_spread_over_sessions_still_count_in_a_row():
+    """A session that ends by its budget with one failure leaves the streak running."""
+    f, clock, _ = frontier(rules=RULES)
+    f.set_estimate("h", HostEstimate(0.1, 0.1, 1.0))  # one request per session
+    for i in range(4):
+        f.push("h", 1.0, i)
+    f.pop()
+    fail(f, "h")  # budget 1 reached with one failure: a normal end
+    assert f.failed_sessions == 0 and f.next_retry_at() is None
+    f.pop()
+    fail(f, "h")  # second failure in a row: a failed session
+    assert f.failed_sessions == 1 and f.next_retry_at() == clock.now + 10.0
+
+
+def test_host_is_given_up_after_failed_sessions_in_a_row_and_its_urls_dropped():
+    f, clock, given_up = frontier()
+    for i in range(10):
+        f.push("dead", 1.0, i)
+    waits = []
+    for _ in range(3):
+        f.pop()
+        fail(f, "dead", timeout=True, elapsed=5.0)
+        f.pop()
+        fail(f, "dead", timeout=True, elapsed=5.0)
+        retry = f.next_retry_at()
+        if retry is not None:
+            waits.append(retry - clock.now)
+            clock.now = retry
+    assert waits == [10.0, 20.0]  # the third failed session gives up: no third wait
+    assert given_up == [("dead", 4)]  # 10 queued - 6 tried
+    assert (f.hosts_given_up, f.dropped_host_failed, len(f)) == (1, 4, 0)
+    assert f.push("dead", 1.0, "late") is False  # later URLs are dropped as they come
+    assert f.dropped_host_failed == 5 and len(f) == 0
+    assert f.pop() is None
+    assert f.push("alive", 1.0, "x") is True and f.pop() == ("alive", "x")
+
+
+def test_never_give_up_when_failed_sessions_is_zero():
+    rules = FailurePolicy(session_failures=1, backoff=0.0, backoff_max=0.0, failed_sessions=0)
+    f, _, given_up = frontier(rules=rules)
+    for i in range(20):
+        f.push("h", 1.0, i)
+    for _ in range(20):
+        popped = f.pop()
+        assert popped is not None  # no back-off with backoff=0: tried again at once
+        fail(f, "h")
+    assert given_up == [] and f.failed_sessions == 20 and len(f) == 0
+
+
+def test_backed_off_host_is_not_opened_even_when_pushed_to():
+    f, clock, _ = frontier(max_open=2)
+    for i in range(3):
+        f.push("bad", 1.0, i)
+    f.pop()
+    fail(f, "bad")
+    f.pop()
+    fail(f, "bad")
+    f.push("bad", 1.0, "new")  # a new URL must not rank the backed-off host
+    assert f.pop() is None
+    clock.now = f.next_retry_at()
+    assert f.pop()[0] == "bad"
+
+
+def test_no_limit_on_open_hosts():
+    f, _, _ = frontier(max_open=None)
+    for h in range(100):
+        f.push(f"h{h}", 1.0, h)
+    popped = [f.pop() for _ in range(100)]
+    assert all(p is not None for p in popped)
+    assert f.open_hosts == 100 and f.pop() is None  # every host busy
