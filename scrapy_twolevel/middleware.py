@@ -65,6 +65,13 @@ class HostMetricsMiddleware:
         from scrapy.resolver import dnscache
 
         config = TwoLevelConfig.from_settings(crawler.settings)
+        from .scheduler import check_job_state, resolve_settings, uses_this_scheduler
+
+        if uses_this_scheduler(crawler):
+            # Built before the spider opens: the one place a settings or JOBDIR error stops
+            # the crawl with a single message (see resolve_settings).
+            _, policy, _ = resolve_settings(crawler)
+            check_job_state(crawler, config, policy)
         assert crawler.stats is not None
         return cls(
             crawler.signals,

@@ -28,7 +28,8 @@ from __future__ import annotations
 import json
 import logging
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -79,6 +80,34 @@ def load_policy(name: str) -> Policy:
             f"TWOLEVEL_POLICY={name!r} is not a subclass of scrapy_twolevel.frontier.Policy"
         )
     return cls()
+
+
+def resolve_settings(crawler: Crawler) -> tuple[TwoLevelConfig, Policy, Callable[[Request], float]]:
+    """Validate every setting the scheduler needs; raise :class:`SettingsError` if one is wrong.
+
+    Also called by the middleware, which Scrapy builds before it opens the spider: an error
+    raised there stops the crawl with this one message instead of a cascade.
+    """
+    config = TwoLevelConfig.from_settings(crawler.settings)
+    policy = load_policy(config.policy)
+    if policy.needs_host_metrics and not _metrics_middleware_enabled(crawler):
+        raise SettingsError(
+            f"TWOLEVEL_POLICY={config.policy!r} ranks hosts by measured times and needs "
+            "the host metrics middleware. Add to settings.py:\n"
+            f'    DOWNLOADER_MIDDLEWARES = {{"{MIDDLEWARE_PATH}": 950}}\n'
+            'or use ADDONS = {"scrapy_twolevel.Addon": 0}, or TWOLEVEL_POLICY = '
+            '"breadth-first" / "quality-first".'
+        )
+    return config, policy, make_quality(config.quality)
+
+
+def uses_this_scheduler(crawler: Crawler) -> bool:
+    """Whether ``SCHEDULER`` names :class:`TwoLevelScheduler` (or a subclass)."""
+    try:
+        cls = load_object(crawler.settings["SCHEDULER"])
+    except Exception:  # Scrapy reports a bad SCHEDULER itself
+        return False
+    return isinstance(cls, type) and issubclass(cls, TwoLevelScheduler)
 
 
 def _metrics_middleware_enabled(crawler: Crawler) -> bool:
@@ -174,20 +203,11 @@ class TwoLevelScheduler(BaseScheduler):
 
     @classmethod
     def _from_crawler(cls, crawler: Crawler) -> Self:
-        config = TwoLevelConfig.from_settings(crawler.settings)
+        config, policy, quality_of = resolve_settings(crawler)
         for name, closest in unknown_settings(crawler.settings):
             logger.warning(
                 "Unknown setting %(name)s is ignored%(hint)s",
                 {"name": name, "hint": f"; did you mean {closest}?" if closest else "."},
-            )
-        policy = load_policy(config.policy)
-        if policy.needs_host_metrics and not _metrics_middleware_enabled(crawler):
-            raise SettingsError(
-                f"TWOLEVEL_POLICY={config.policy!r} ranks hosts by measured times and needs "
-                "the host metrics middleware. Add to settings.py:\n"
-                f'    DOWNLOADER_MIDDLEWARES = {{"{MIDDLEWARE_PATH}": 950}}\n'
-                'or use ADDONS = {"scrapy_twolevel.Addon": 0}, or TWOLEVEL_POLICY = '
-                '"breadth-first" / "quality-first".'
             )
         from scrapy.resolver import dnscache
 
@@ -197,7 +217,7 @@ class TwoLevelScheduler(BaseScheduler):
             dupefilter=build_from_crawler(dupefilter_cls, crawler),
             config=config,
             policy=policy,
-            quality_of=make_quality(config.quality),
+            quality_of=quality_of,
             host_of=make_request_host(config.host_key, dnscache),
             stats=crawler.stats,
             crawler=crawler,
@@ -236,7 +256,7 @@ class TwoLevelScheduler(BaseScheduler):
         estimates: dict[str, HostEstimate] = {}
         if self.statedir is not None:
             self.statedir.mkdir(parents=True, exist_ok=True)
-            estimates = self._read_hosts(self.statedir / "hosts.json")
+            estimates = read_hosts(self.statedir / "hosts.json")
             self._store = self._open_store(self.statedir / "frontier.sqlite3")
             queue_factory = self._store.queue
         frontier = TwoLevelFrontier(
@@ -254,26 +274,13 @@ class TwoLevelScheduler(BaseScheduler):
         return frontier
 
     def _open_store(self, path: Path) -> SqliteStore:
-        order = "quality" if self.policy.orders_urls_by_quality else "fifo"
-        try:
+        with _explained_mismatch(self.policy):
             return SqliteStore(
                 path,
                 cache_mb=self.config.disk_cache_mb,
                 commit_interval=self.config.commit_interval,
-                shape={"TWOLEVEL_HOST_KEY": self.config.host_key, "url_order": order},
+                shape=_store_shape(self.config, self.policy),
             )
-        except ShapeMismatch as exc:
-            if exc.key == "url_order":
-                raise StateError(
-                    f"{exc.path} queues URLs in {exc.stored} order, but TWOLEVEL_POLICY="
-                    f"{self.policy.name!r} needs {exc.wanted} order. Resume with a policy of "
-                    f"the same order ({_policies_of_order(exc.stored)}) or use a fresh "
-                    "JOBDIR; the file was left untouched."
-                ) from exc
-            raise StateError(
-                f"{exc} Resume with {exc.key}={exc.stored!r}, or use a fresh JOBDIR: requests "
-                "queued under one host key would share no lane with new ones."
-            ) from exc
 
     def close(self, reason: str) -> Any:
         if self._connected:
@@ -531,26 +538,6 @@ class TwoLevelScheduler(BaseScheduler):
                 if not field.endswith("samples"):
                     self.stats.set_value(f"twolevel/host/{host.key}/{field}", value)
 
-    def _read_hosts(self, path: Path) -> dict[str, HostEstimate]:
-        if not path.exists():
-            return {}
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-            if not isinstance(data, dict) or data.get("format") != HOSTS_FORMAT:
-                found = data.get("format") if isinstance(data, dict) else type(data).__name__
-                raise StateError(
-                    f"{path} holds {found!r}, expected {HOSTS_FORMAT!r}: probably a JOBDIR "
-                    "from another version or tool. It was left untouched; use a fresh JOBDIR."
-                )
-            return {k: HostEstimate.from_dict(v) for k, v in data["hosts"].items()}
-        except StateError:
-            raise
-        except (ValueError, KeyError, TypeError, AttributeError) as exc:
-            raise StateError(
-                f"{path} is corrupt ({exc}). It was left untouched; fix or delete it, or use a "
-                "fresh JOBDIR."
-            ) from exc
-
     def _write_hosts(self, path: Path) -> None:
         assert self.frontier is not None
         data = {
@@ -562,6 +549,68 @@ class TwoLevelScheduler(BaseScheduler):
         tmp = path.with_suffix(".json.tmp")
         tmp.write_text(json.dumps(data), encoding="utf-8")
         os.replace(tmp, path)
+
+
+def read_hosts(path: Path) -> dict[str, HostEstimate]:
+    """Host estimates saved in a JOBDIR; :class:`StateError` for a file that is not ours."""
+    if not path.exists():
+        return {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if not isinstance(data, dict) or data.get("format") != HOSTS_FORMAT:
+            found = data.get("format") if isinstance(data, dict) else type(data).__name__
+            raise StateError(
+                f"{path} holds {found!r}, expected {HOSTS_FORMAT!r}: probably a JOBDIR "
+                "from another version or tool. It was left untouched; use a fresh JOBDIR."
+            )
+        return {k: HostEstimate.from_dict(v) for k, v in data["hosts"].items()}
+    except StateError:
+        raise
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise StateError(
+            f"{path} is corrupt ({exc}). It was left untouched; fix or delete it, or use a "
+            "fresh JOBDIR."
+        ) from exc
+
+
+def check_job_state(crawler: Crawler, config: TwoLevelConfig, policy: Policy) -> None:
+    """Read-only check of the JOBDIR state a resumed crawl would open.
+
+    The middleware calls it before the spider opens, so a corrupt or mismatched file
+    stops the crawl with one message; the scheduler's ``open`` checks again for real.
+    """
+    jobdir = job_dir(crawler.settings)
+    if not jobdir:
+        return
+    statedir = Path(jobdir, "twolevel")
+    read_hosts(statedir / "hosts.json")
+    with _explained_mismatch(policy):
+        SqliteStore.inspect(statedir / "frontier.sqlite3", _store_shape(config, policy))
+
+
+def _store_shape(config: TwoLevelConfig, policy: Policy) -> dict[str, str]:
+    """What shapes the JOBDIR frontier: resuming under another shape would mix lanes."""
+    order = "quality" if policy.orders_urls_by_quality else "fifo"
+    return {"TWOLEVEL_HOST_KEY": config.host_key, "url_order": order}
+
+
+@contextmanager
+def _explained_mismatch(policy: Policy) -> Iterator[None]:
+    """Turn a :class:`ShapeMismatch` into a message naming the setting to change."""
+    try:
+        yield
+    except ShapeMismatch as exc:
+        if exc.key == "url_order":
+            raise StateError(
+                f"{exc.path} queues URLs in {exc.stored} order, but TWOLEVEL_POLICY="
+                f"{policy.name!r} needs {exc.wanted} order. Resume with a policy of "
+                f"the same order ({_policies_of_order(exc.stored)}) or use a fresh "
+                "JOBDIR; the file was left untouched."
+            ) from exc
+        raise StateError(
+            f"{exc} Resume with {exc.key}={exc.stored!r}, or use a fresh JOBDIR: requests "
+            "queued under one host key would share no lane with new ones."
+        ) from exc
 
 
 def _policies_of_order(order: str | None) -> str:

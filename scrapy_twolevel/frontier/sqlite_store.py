@@ -71,6 +71,13 @@ class ShapeMismatch(StateError):
         )
 
 
+def _not_ours(path: Path, exc: Exception) -> StateError:
+    return StateError(
+        f"{path} is not a scrapy_twolevel frontier file ({exc}); it was left "
+        "untouched. Use a fresh JOBDIR, or delete the file to start over."
+    )
+
+
 class SqliteStore:
     """The SQLite file behind every :class:`SqliteHostQueue` of one crawl."""
 
@@ -105,10 +112,7 @@ class SqliteStore:
                 )
         except sqlite3.DatabaseError as exc:
             self.db.close()
-            raise StateError(
-                f"{self.path} is not a scrapy_twolevel frontier file ({exc}); it was left "
-                "untouched. Use a fresh JOBDIR, or delete the file to start over."
-            ) from exc
+            raise _not_ours(self.path, exc) from exc
         except StateError:
             self.db.close()
             raise
@@ -121,6 +125,33 @@ class SqliteStore:
             (key, hid) for hid, key in self.db.execute("SELECT id, key FROM hosts")
         )
         self.db.execute("BEGIN")
+
+    @classmethod
+    def inspect(cls, path: str | Path, shape: Mapping[str, str] | None = None) -> None:
+        """Check an existing file's format and shape without writing to it.
+
+        Raises :class:`StateError` (or :class:`ShapeMismatch`) as opening it would; says
+        nothing when the file is absent or cannot be opened read-only (opening it for real
+        will then decide).
+        """
+        path = Path(path)
+        if not path.exists() or path.stat().st_size == 0:
+            return
+        probe = cls.__new__(cls)
+        probe.path = path
+        try:
+            probe.db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+        except sqlite3.OperationalError:
+            return
+        try:
+            probe._check_format()
+            probe._check_shape(dict(shape or {}))
+        except sqlite3.DatabaseError as exc:
+            if isinstance(exc, sqlite3.OperationalError) and "no such table" not in str(exc):
+                return  # locked, or a WAL file it may not read: inconclusive
+            raise _not_ours(path, exc) from exc
+        finally:
+            probe.db.close()
 
     def _check_format(self) -> None:
         """Raise :class:`StateError` unless the file carries our format marker.

@@ -1,0 +1,97 @@
+"""Start-up failures in a real ``scrapy crawl``: one clear message, last, and no cascade.
+
+Each case runs the example project's crawl in a subprocess, as a user would, and reads
+what the terminal shows.
+"""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+PROJECT = Path(__file__).parents[1] / "example_project"
+SMALL_WEB = ["-s", "TWOLEVEL_TESTWEB_HOSTS=3", "-s", "TWOLEVEL_TESTWEB_PAGES_PER_HOST=3"]
+#: What the cascades used to end with, or put in the middle, before the real message.
+CASCADE = ("Engine slot not assigned", "DispatcherKeyError", "Scraper slot not assigned")
+
+
+def scrapy_crawl(*args: str) -> subprocess.CompletedProcess[str]:
+    scrapy = Path(sys.executable).with_name("scrapy")
+    return subprocess.run(
+        [str(scrapy), "crawl", "testweb", *SMALL_WEB, *args],
+        cwd=PROJECT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def last_line(text: str) -> str:
+    return [line for line in text.splitlines() if line.strip()][-1]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ["-s", "TWOLEVEL_QUALITY=no.such.func"],
+            "SettingsError: TWOLEVEL_QUALITY='no.such.func' cannot be imported",
+        ),
+        (
+            ["-s", "TWOLEVEL_MAX_OPEN_HOSTS=2.5"],
+            "SettingsError: TWOLEVEL_MAX_OPEN_HOSTS='2.5' is not an integer",
+        ),
+        (
+            ["-s", "TWOLEVEL_IDLE_TIMEOUT=inf"],
+            "SettingsError: TWOLEVEL_IDLE_TIMEOUT='inf' is not finite",
+        ),
+    ],
+    ids=["quality-import", "not-an-integer", "not-finite"],
+)
+def test_settings_error_is_the_one_message(args, message):
+    proc = scrapy_crawl(*args)
+    assert proc.returncode != 0
+    assert message in last_line(proc.stderr)
+    assert not any(word in proc.stderr for word in CASCADE), proc.stderr[-3000:]
+    assert "Spider opened" not in proc.stderr  # stopped before anything started
+
+
+def test_corrupt_jobdir_is_named_once_and_left_untouched(tmp_path):
+    state = tmp_path / "job" / "twolevel"
+    state.mkdir(parents=True)
+    frontier = state / "frontier.sqlite3"
+    frontier.write_bytes(b"not a database " * 100)
+    with socket.socket() as probe:  # a free port for the demo's test web
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    proc = scrapy_crawl("-s", f"JOBDIR={tmp_path / 'job'}", "-s", f"TWOLEVEL_TESTWEB_PORT={port}")
+    assert proc.returncode != 0
+    assert f"StateError: {frontier} is not a scrapy_twolevel frontier file" in last_line(
+        proc.stderr
+    )
+    assert not any(word in proc.stderr for word in CASCADE), proc.stderr[-3000:]
+    assert frontier.read_bytes() == b"not a database " * 100
+
+
+def test_metrics_policy_without_the_middleware_ends_with_the_line_to_add():
+    """Without the middleware nothing runs before the scheduler is built, so Scrapy's own
+    clean-up logs errors first; the message with the fix must still come last."""
+    proc = scrapy_crawl("-s", "DOWNLOADER_MIDDLEWARES={}")
+    assert proc.returncode != 0
+    tail = "\n".join(proc.stderr.splitlines()[-3:])
+    assert "needs the host metrics middleware" in tail
+    assert '"scrapy_twolevel.middleware.HostMetricsMiddleware": 950' in tail
+    assert "Engine slot not assigned" not in proc.stderr
+    assert "DispatcherKeyError" not in proc.stderr
+
+
+def test_misspelled_setting_is_warned_with_the_closest_name():
+    proc = scrapy_crawl("-s", "TWOLEVEL_POLCY=breadth-first", "-s", "LOG_LEVEL=WARNING")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    warnings = [line for line in proc.stderr.splitlines() if "TWOLEVEL_POLCY" in line]
+    assert len(warnings) == 1
+    assert "did you mean TWOLEVEL_POLICY?" in warnings[0]
