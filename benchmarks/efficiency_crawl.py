@@ -1,7 +1,7 @@
 """Crawl efficiency with real crawls: ``scrapy crawl`` against the local test web.
 
 Harness 2 of the crawl-efficiency benchmark (``efficiency_sim.py`` is harness 1). The
-reference study's web (:func:`scrapy_twolevel.sim.webgen.generate_paper_web`), scaled down
+reference study's web (:func:`crawlsim.webgen.generate_paper_web`), scaled down
 so that all seven variants of one quality model crawl it in about six minutes, is served by
 the project's test web server in its own process (real sockets on 127.0.x.y, one address
 per server, the generated connection and response delays and keep-alive limits). Each
@@ -51,10 +51,9 @@ from pathlib import Path
 from typing import Any
 
 import reporting as report
+from crawlsim.des import VARIANTS, CrawlRun, Fetch
+from crawlsim.webgen import generate_paper_web, web_stats
 from reporting import QUALITY_MODELS, STOCK
-
-from scrapy_twolevel.sim.des import VARIANTS, CrawlRun, Fetch
-from scrapy_twolevel.sim.webgen import generate_paper_web, web_stats
 from scrapy_twolevel.testing.process import ServerProcess
 from scrapy_twolevel.testing.server import ServerStats
 from scrapy_twolevel.testing.web import WebSpec

@@ -3,8 +3,8 @@
 Reproduces the *shape* of the two-level scheduling study (Cao, Jiang and Singh, *Scheduling
 Web Crawl for Better Performance and Quality*, Princeton TR-682-03): a university domain of
 500 servers and 30,000 pages crawled over at most K = 64 connections, one per server.
-Everything runs on a virtual clock (:mod:`scrapy_twolevel.sim.des`) over a generated web
-(:mod:`scrapy_twolevel.sim.webgen`), so a full run takes about a minute and is exactly
+Everything runs on a virtual clock (:mod:`crawlsim.des`) over a generated web
+(:mod:`crawlsim.webgen`), so a full run takes about a minute and is exactly
 reproducible.
 
 Variants: the project's real ``TwoLevelFrontier`` with each built-in policy
@@ -55,10 +55,9 @@ from pathlib import Path
 from typing import Any
 
 import reporting as report
+from crawlsim.des import VARIANTS, CrawlRun, simulate
+from crawlsim.webgen import generate_paper_web, web_stats
 from reporting import QUALITY_MODELS, STOCK
-
-from scrapy_twolevel.sim.des import VARIANTS, CrawlRun, simulate
-from scrapy_twolevel.sim.webgen import generate_paper_web, web_stats
 from scrapy_twolevel.testing.web import WebSpec
 
 SWEEP_K = (8, 16, 32, 64, 96, 128)
@@ -407,7 +406,7 @@ def main(argv: list[str] | None = None) -> int:
             "seed": args.seed,
             "connections": k,
             "per_domain": args.per_domain,
-            "generator": "scrapy_twolevel.sim.webgen.generate_paper_web defaults",
+            "generator": "crawlsim.webgen.generate_paper_web defaults",
         },
         "definitions": SIM_DEFINITIONS,
         "webs": web_info,

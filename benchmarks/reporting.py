@@ -3,7 +3,7 @@ and the crawl-efficiency metrics, checks and plots.
 
 ``efficiency_sim.py`` (discrete-event simulation) and ``efficiency_crawl.py`` (real
 ``scrapy crawl`` runs against the local test web) both turn a crawl into a
-:class:`~scrapy_twolevel.sim.des.CrawlRun` and report it here, so the two harnesses print
+:class:`~crawlsim.des.CrawlRun` and report it here, so the two harnesses print
 the same figures, check the same reference shapes and draw the same three-panel plots.
 ``scheduler_overhead.py`` uses the table rendering and writes its docs fragment here too.
 
@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from scrapy_twolevel.sim.des import STOCK_VARIANTS, CrawlRun
+from crawlsim.des import STOCK_VARIANTS, CrawlRun
 
 HERE = Path(__file__).resolve().parent
 RESULTS_JSON = HERE / "results" / "efficiency.json"

@@ -27,7 +27,6 @@ from pathlib import Path
 from typing import Any
 
 import reporting
-
 from scrapy_twolevel.testing import HostProfile, generate_web
 from scrapy_twolevel.testing.spider import CrawlResult
 

@@ -13,12 +13,23 @@ MIDDLEWARE_ORDER = 950
 
 
 class Addon:
-    """Sets ``SCHEDULER`` and adds the host metrics middleware, at ``"addon"`` priority.
+    """Sets ``SCHEDULER`` and adds the host metrics middleware to ``DOWNLOADER_MIDDLEWARES``.
 
-    The same as the two manual lines in ``settings.py``; a value a project sets at a
-    higher priority still wins.
+    The same as the two manual lines in ``settings.py``. Scrapy calls add-ons after the
+    project's, the spider's and the command line's settings are in, and both yield to them:
+
+    * ``SCHEDULER`` is set at ``"addon"`` priority: a ``SCHEDULER`` set anywhere else wins.
+    * The middleware is added at order 950 with Scrapy's
+      ``setdefault_in_component_priority_dict``, unless the dict in effect already lists it,
+      by import path or by class (so a project's own order for it, or ``None`` to disable
+      it, is kept). The priority of the ``DOWNLOADER_MIDDLEWARES`` setting itself is left
+      as it was.
     """
 
     def update_settings(self, settings: BaseSettings) -> None:
+        from .middleware import HostMetricsMiddleware
+
         settings.set("SCHEDULER", SCHEDULER_PATH, priority="addon")
-        settings["DOWNLOADER_MIDDLEWARES"].setdefault(MIDDLEWARE_PATH, MIDDLEWARE_ORDER)
+        settings.setdefault_in_component_priority_dict(
+            "DOWNLOADER_MIDDLEWARES", HostMetricsMiddleware, MIDDLEWARE_ORDER
+        )

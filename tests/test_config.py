@@ -10,6 +10,7 @@ from scrapy.utils.test import get_crawler
 from scrapy_twolevel import Addon
 from scrapy_twolevel.config import DEFAULTS, SettingsError, TwoLevelConfig, unknown_settings
 from scrapy_twolevel.frontier import Policy
+from scrapy_twolevel.middleware import HostMetricsMiddleware
 from scrapy_twolevel.scheduler import TwoLevelScheduler
 
 MIDDLEWARE = {"scrapy_twolevel.middleware.HostMetricsMiddleware": 950}
@@ -153,9 +154,7 @@ def test_custom_policy_by_import_path():
 
 def test_custom_policy_that_is_not_a_policy_is_refused():
     crawler = get_crawler(Spider, {"TWOLEVEL_POLICY": "collections.OrderedDict"})
-    with pytest.raises(
-        SettingsError, match=r"not a subclass of scrapy_twolevel\.frontier\.Policy"
-    ):
+    with pytest.raises(SettingsError, match=r"not a subclass of scrapy_twolevel\.frontier\.Policy"):
         start(crawler)
     crawler = get_crawler(Spider, {"TWOLEVEL_POLICY": "no.such.Module"})
     with pytest.raises(
@@ -176,7 +175,7 @@ def test_addon_sets_scheduler_and_middleware():
     crawler = get_crawler(Spider, {"ADDONS": {Addon: 0}})
     assert crawler.settings["SCHEDULER"] == "scrapy_twolevel.scheduler.TwoLevelScheduler"
     mws = crawler.settings.getwithbase("DOWNLOADER_MIDDLEWARES")
-    assert mws["scrapy_twolevel.middleware.HostMetricsMiddleware"] == 950
+    assert mws[HostMetricsMiddleware] == 950
     # And the default policy (crawl-capability) is satisfied.
     assert TwoLevelScheduler.from_crawler(crawler).policy.name == "crawl-capability"
 
@@ -184,3 +183,13 @@ def test_addon_sets_scheduler_and_middleware():
 def test_project_setting_beats_addon():
     crawler = get_crawler(Spider, {"ADDONS": {Addon: 0}, "SCHEDULER": "my.Scheduler"})
     assert crawler.settings["SCHEDULER"] == "my.Scheduler"
+
+
+@pytest.mark.parametrize(
+    "key", [HostMetricsMiddleware, "scrapy_twolevel.middleware.HostMetricsMiddleware"]
+)
+def test_addon_keeps_the_projects_own_order_for_the_middleware(key):
+    crawler = get_crawler(Spider, {"ADDONS": {Addon: 0}, "DOWNLOADER_MIDDLEWARES": {key: None}})
+    mws = crawler.settings.getwithbase("DOWNLOADER_MIDDLEWARES")
+    assert list(mws.values()).count(950) == 0
+    assert mws[key] is None

@@ -7,13 +7,12 @@ host, so politeness is checked from the server's side.
 
 from __future__ import annotations
 
-import itertools
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
-from statistics import mean, median
+from statistics import mean
 
 import pytest
 
@@ -317,8 +316,10 @@ def test_requests_dropped_before_download_free_their_host(tmp_path):
 def test_no_stall_waiting_for_the_engine_heartbeat(tmp_path):
     """One host, pages fetched one after another: each must follow the previous at once.
 
-    Scrapy's heartbeat wakes an idle engine every 5 s; a scheduler that held a request back
-    and never woke the engine would show multi-second gaps here.
+    Scrapy's heartbeat wakes an idle engine every 5 s. A scheduler that held a request back
+    and never woke the engine would wait for a heartbeat between fetches: 14 waits, so at
+    least 13 heartbeat periods (65 s) in all. Woken at once, the 15 fetches take well under
+    one period; a loaded machine slows them, but not by a factor of ten.
     """
     web = generate_web(
         1,
@@ -331,7 +332,7 @@ def test_no_stall_waiting_for_the_engine_heartbeat(tmp_path):
     result = crawl(tmp_path, web, {**TWOLEVEL, "TWOLEVEL_POLICY": "breadth-first"})
     times = [e.time for e in result.server.events if e.page_id is not None]
     assert len(times) == 15
-    assert max(b - a for a, b in itertools.pairwise(times)) < 2.5
+    assert times[-1] - times[0] < 5.0  # less than one heartbeat for 14 hand-overs
 
 
 def test_data_url_takes_the_plain_lane_in_a_real_crawl(tmp_path):
@@ -370,13 +371,15 @@ def test_downloader_delays_still_apply(tmp_path, downloader_settings):
     result = crawl(tmp_path, web, {**TWOLEVEL, **downloader_settings})
     assert result.server.fetch_counts() == {page: 1 for page in web.reachable()}
     assert_polite(result)
+    assert result.crawl_stats["twolevel/metrics/responses"] == len(web.reachable())
     by_host = {}
     for event in result.server.events:
         by_host.setdefault(event.host, []).append(event.time)
-    gaps = [b - a for times in by_host.values() for a, b in itertools.pairwise(times)]
-    # The downloader spaces the requests of one slot by the delay (no jitter). Response
-    # times also carry set-up and scheduling noise (one late response shortens the next
-    # gap), so: the median gap at least the delay, none below half. Without the delay,
-    # gaps are ~2 ms.
-    assert median(gaps) >= 0.045
-    assert min(gaps) >= 0.025
+    # The downloader sends a slot's requests at least DOWNLOAD_DELAY apart (no jitter), so
+    # a host's n responses span at least (n - 1) delays, less what the first response was
+    # late. A loaded machine only lengthens spans; a lower bound on single gaps would not
+    # hold (one late response shortens the next gap). Without the delay the spans are ~2 ms
+    # per request.
+    spans = sum(times[-1] - times[0] for times in by_host.values())
+    intervals = sum(len(times) - 1 for times in by_host.values())
+    assert spans >= 0.7 * intervals * 0.05

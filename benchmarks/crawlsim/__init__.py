@@ -6,7 +6,11 @@
 * :mod:`.des` crawls a web on a virtual clock, driving the real two-level frontier or a
   model of Scrapy's stock scheduler and downloader.
 
-Imports neither Scrapy nor Twisted (numpy for PageRank).
+Imports neither Scrapy nor Twisted (numpy for PageRank). It serves the benchmarks and
+``tests/test_sim.py`` only, so it lives here, beside them, and is not installed with
+``scrapy_twolevel`` (which users install without numpy): run the benchmarks as
+``python benchmarks/<script>.py``, which puts ``benchmarks/`` on ``sys.path``; pytest adds it
+through ``pythonpath`` in ``pyproject.toml``.
 """
 
 from .des import (

@@ -65,15 +65,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple
 
-from ..frontier import (
+from scrapy_twolevel.frontier import (
     BUILTIN_POLICIES,
     CostParams,
     HostEstimate,
     SessionRecord,
     TwoLevelFrontier,
 )
-from ..frontier.connections import ConnectionTracker, ReplyFacts
-from ..testing.web import WebSpec, quality_to_priority
+from scrapy_twolevel.frontier.connections import ConnectionTracker, ReplyFacts
+from scrapy_twolevel.testing.web import WebSpec, quality_to_priority
 
 __all__ = [
     "SEED_QUALITY",
