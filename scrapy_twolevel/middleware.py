@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from scrapy import exceptions as scrapy_exceptions
 from scrapy.exceptions import IgnoreRequest
 from twisted.internet import defer
 from twisted.internet import error as net_error
@@ -30,8 +31,19 @@ from .signals import host_failed, host_measured
 
 #: Meta key holding when the request entered this middleware (its clock), to time failures.
 SENT_AT_META_KEY = "twolevel_sent_at"
-#: Exceptions that mean "the host took too long" rather than "could not connect".
-TIMEOUTS = (TimeoutError, net_error.TimeoutError, net_error.TCPTimedOutError, defer.TimeoutError)
+#: Exceptions that mean "the host took too long" rather than "could not connect"
+#: (Scrapy 2.19 wraps download timeouts in its own ``DownloadTimeoutError``).
+TIMEOUTS: tuple[type[BaseException], ...] = (
+    TimeoutError,
+    net_error.TimeoutError,
+    net_error.TCPTimedOutError,
+    defer.TimeoutError,
+    *(
+        (scrapy_exceptions.DownloadTimeoutError,)
+        if hasattr(scrapy_exceptions, "DownloadTimeoutError")
+        else ()
+    ),
+)
 
 if TYPE_CHECKING:
     from typing import Self
@@ -93,9 +105,15 @@ class HostMetricsMiddleware:
         request.meta[SENT_AT_META_KEY] = self._clock()
 
     def process_response(self, request: Request, response: Response) -> Response:
-        latency = request.meta.get("download_latency")
         host = self._host(request)
-        if latency is None or host is None or "cached" in response.flags:
+        if host is None:
+            return response
+        latency = request.meta.get("download_latency")
+        if latency is None or "cached" in response.flags:
+            # Nothing measured, but the request is finished: say so, so its host is freed.
+            self._signals.send_catch_log(
+                host_measured, host=host, observation=None, request=request
+            )
             return response
         facts = ReplyFacts.parse(
             getattr(response, "protocol", None),
@@ -117,15 +135,21 @@ class HostMetricsMiddleware:
                 "closed_by_server": obs.closed_by_server,
                 "remaining_on_connection": obs.remaining_on_connection,
             },
+            request=request,
         )
         return response
 
     def process_exception(self, request: Request, exception: Exception) -> None:
         """A failed request leaves no usable connection behind, and costs the host."""
-        if isinstance(exception, IgnoreRequest):
-            return
         host = self._host(request)
         if host is None:
+            return
+        if isinstance(exception, IgnoreRequest):
+            # Says nothing about the host; the request is finished all the same.
+            self._stats.inc_value("twolevel/metrics/ignored")
+            self._signals.send_catch_log(
+                host_measured, host=host, observation=None, request=request
+            )
             return
         self.tracker.connection_lost(host)
         self._stats.inc_value("twolevel/metrics/failures")
@@ -136,4 +160,5 @@ class HostMetricsMiddleware:
             host=host,
             elapsed=max(0.0, elapsed),
             timeout=isinstance(exception, TIMEOUTS),
+            request=request,
         )

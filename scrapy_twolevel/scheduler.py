@@ -3,7 +3,16 @@
 Thin glue. ``from_crawler`` reads and validates the settings once; the frontier
 (:mod:`scrapy_twolevel.frontier`) decides the order. The scheduler's own jobs are the
 Scrapy contract: the dupefilter, stats, JOBDIR persistence, and knowing when a request
-has left the downloader so its host may take the next one (``request_left_downloader``).
+is finished so its host may take the next one.
+
+A request is finished when the host metrics middleware reports its outcome
+(:data:`~scrapy_twolevel.signals.host_measured` or
+:data:`~scrapy_twolevel.signals.host_failed`), so a host's session is decided knowing
+whether its last request failed: Scrapy sends ``request_left_downloader`` before its
+middlewares see the response or the failure. Without the middleware,
+``request_left_downloader`` finishes the request. Either way a request that is no longer
+in the downloader and was never reported (dropped by another middleware) is finished
+when the frontier next runs dry.
 
 Nothing a request goes through may lose it once the dupefilter has seen it: its lane and
 quality are worked out before the dupefilter is asked, and every step after that has a
@@ -169,7 +178,10 @@ class TwoLevelScheduler(BaseScheduler):
         crawler: Crawler,
         jobdir: str | None = None,
         logunser: bool = False,
+        outcomes_reported: bool = False,
     ) -> None:
+        """``outcomes_reported``: the host metrics middleware is enabled and reports every
+        request's outcome (see the module docstring)."""
         self.df = dupefilter
         self.config = config
         self.policy = policy
@@ -182,6 +194,7 @@ class TwoLevelScheduler(BaseScheduler):
         self.crawler = crawler
         self.statedir = Path(jobdir, "twolevel") if jobdir else None
         self.logunser = logunser
+        self._outcomes_reported = outcomes_reported
         self.frontier: TwoLevelFrontier | None = None
         self._store: SqliteStore | None = None
         self._in_flight: dict[Request, str] = {}
@@ -223,6 +236,7 @@ class TwoLevelScheduler(BaseScheduler):
             crawler=crawler,
             jobdir=job_dir(crawler.settings),
             logunser=crawler.settings.getbool("SCHEDULER_DEBUG"),
+            outcomes_reported=_metrics_middleware_enabled(crawler),
         )
 
     # -- Scrapy's scheduler interface ---------------------------------------------
@@ -375,6 +389,31 @@ class TwoLevelScheduler(BaseScheduler):
     # -- signals --------------------------------------------------------------------
 
     def _request_left(self, request: Request, spider: Spider | None = None) -> None:
+        if not self._outcomes_reported:
+            self._request_done(request)
+
+    def _host_measured(
+        self, host: str, observation: dict[str, Any] | None, request: Request | None = None
+    ) -> None:
+        if self.frontier is None:
+            return
+        if observation is not None:
+            self.frontier.observe(host, **observation)
+        if request is not None:
+            self._request_done(request)
+
+    def _host_failed(
+        self, host: str, elapsed: float, timeout: bool, request: Request | None = None
+    ) -> None:
+        if self.frontier is None:
+            return
+        self.frontier.observe_failure(host, elapsed=elapsed, timeout=timeout)
+        self._inc_stat("twolevel/failures/timeout" if timeout else "twolevel/failures/other")
+        if request is not None:
+            self._request_done(request)
+
+    def _request_done(self, request: Request) -> None:
+        """``request`` is finished: its host may take its next one."""
         host = self._in_flight.pop(request, None)
         if host is None or self.frontier is None:
             return
@@ -382,15 +421,6 @@ class TwoLevelScheduler(BaseScheduler):
         if self._held_back:
             self._held_back = False
             wake_engine(self.crawler)
-
-    def _host_measured(self, host: str, observation: dict[str, Any]) -> None:
-        if self.frontier is not None:
-            self.frontier.observe(host, **observation)
-
-    def _host_failed(self, host: str, elapsed: float, timeout: bool) -> None:
-        if self.frontier is not None:
-            self.frontier.observe_failure(host, elapsed=elapsed, timeout=timeout)
-            self._inc_stat("twolevel/failures/timeout" if timeout else "twolevel/failures/other")
 
     def _host_given_up(self, host: str, dropped: int) -> None:
         self._inc_stat("twolevel/hosts_given_up")

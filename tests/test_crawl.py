@@ -16,6 +16,7 @@ from statistics import mean
 
 import pytest
 
+from scrapy_twolevel.hostkey import make_host_key
 from scrapy_twolevel.testing import HostProfile, generate_web
 from scrapy_twolevel.testing.spider import CrawlResult
 
@@ -280,20 +281,24 @@ def test_scrapy_internals_we_rely_on_still_exist(tmp_path):
     assert stats["probe/woke_engine"] == stats["probe/requests"]
 
 
-def test_requests_dropped_before_download_free_their_host(tmp_path):
+@pytest.mark.parametrize("with_middleware", [True, False], ids=["middleware", "fallback"])
+def test_requests_dropped_before_download_free_their_host(tmp_path, with_middleware):
+    """With the metrics middleware, its IgnoreRequest report frees the host; without it, the
+    scheduler finds the request gone from the downloader."""
     web = fast_web(seed=5)
     dropped = {"p/3", "p/4"}
+    middlewares = {"crawl_helpers.DropSomePaths": 100}
+    if with_middleware:
+        middlewares |= TWOLEVEL["DOWNLOADER_MIDDLEWARES"]
     result = crawl(
         tmp_path,
         web,
         {
             **TWOLEVEL,
+            "TWOLEVEL_POLICY": "crawl-capability" if with_middleware else "breadth-first",
             "CONCURRENT_REQUESTS": 2,
             "DROP_PATHS": sorted(dropped),
-            "DOWNLOADER_MIDDLEWARES": {
-                **TWOLEVEL["DOWNLOADER_MIDDLEWARES"],
-                "crawl_helpers.DropSomePaths": 100,
-            },
+            "DOWNLOADER_MIDDLEWARES": middlewares,
         },
     )
     # Reachable without going through a dropped page.
@@ -305,11 +310,12 @@ def test_requests_dropped_before_download_free_their_host(tmp_path):
             continue
         reachable.add(page)
         todo += [t for t in web.pages[page].links if t not in blocked]
-    assert result.crawl_stats["finish_reason"] == "finished"
+    stats = result.crawl_stats
+    assert stats["finish_reason"] == "finished"
     assert set(result.server.fetch_counts()) == reachable
-    released = result.crawl_stats["twolevel/released_without_download"]
     requested_blocked = {p for p in blocked if any(p in web.pages[r].links for r in reachable)}
-    assert released == len(requested_blocked) > 0
+    freed_by = "metrics/ignored" if with_middleware else "released_without_download"
+    assert stats[f"twolevel/{freed_by}"] == len(requested_blocked) > 0
     assert_polite(result)
 
 
@@ -383,3 +389,96 @@ def test_downloader_delays_still_apply(tmp_path, downloader_settings):
     spans = sum(times[-1] - times[0] for times in by_host.values())
     intervals = sum(len(times) - 1 for times in by_host.values())
     assert spans >= 0.7 * intervals * 0.05
+
+
+# -- hostile hosts ---------------------------------------------------------------------
+
+#: Failure handling scaled to a crawl of seconds (the defaults suit crawls of hours).
+FAST_FAILURES = {
+    "DOWNLOAD_TIMEOUT": 1,
+    "TWOLEVEL_SESSION_FAILURES": 2,
+    "TWOLEVEL_BACKOFF": 0.2,
+    "TWOLEVEL_BACKOFF_MAX": 0.4,
+    "TWOLEVEL_FAILED_SESSIONS": 3,
+}
+
+
+@pytest.mark.parametrize("failure", ["hang", "refuse", "reset"])
+@pytest.mark.parametrize("policy", ["breadth-first", "crawl-capability"])
+def test_failing_hosts_are_backed_off_then_given_up(tmp_path, failure, policy):
+    failing = {1: failure, 4: failure}
+    web = fast_web(seed=3, failures=failing)
+    result = crawl(
+        tmp_path,
+        web,
+        {**TWOLEVEL, **FAST_FAILURES, "TWOLEVEL_POLICY": policy, "CONCURRENT_REQUESTS": 3},
+    )
+    stats = result.crawl_stats
+    assert stats["finish_reason"] == "finished"
+    assert result.server.fetch_counts() == {page: 1 for page in web.reachable()}
+    assert_polite(result)
+    tried = {web.pages[p].host for p in web.linked() - web.reachable()}
+    assert tried == set(failing)  # both failing hosts were linked, so both were tried
+    assert stats["twolevel/hosts_given_up"] == len(failing)
+    # 3 failed sessions of 1 or 2 failures each, then nothing more: retries included.
+    assert 3 * len(failing) <= stats["twolevel/metrics/failures"] <= 6 * len(failing)
+    if failure != "refuse":  # a refused connection never reaches the server
+        for host in failing:
+            assert result.server.hosts[host].connections_total <= 6
+    # Every URL of a failing host was either tried (and failed) or dropped with the host.
+    # Nothing left behind unaccounted: what was queued and never handed out was dropped.
+    assert 0 <= stats["scheduler/enqueued"] - stats["scheduler/dequeued"]
+    assert stats["scheduler/enqueued"] - stats["scheduler/dequeued"] <= stats.get(
+        "twolevel/dropped/host_failed", 0
+    )
+
+
+@pytest.mark.parametrize("host_key", ["hostname", "domain", "ip"])
+def test_redirects_across_hosts_stay_in_their_own_lane(tmp_path, host_key):
+    """301s from one host to another, hosts named through a DNS resolver: the redirected
+    request must take its target's lane, never the lane of the host that redirected."""
+    web = generate_web(
+        8,
+        10,
+        seed=12,
+        n_seeds=8,
+        redirects=16,
+        redirect_hops=2,
+        hostnames=True,
+        host_profiles=[HostProfile(connect_delay=0.002, response_delay=0.02)] * 8,
+    )
+    result = crawl(
+        tmp_path,
+        web,
+        {
+            **TWOLEVEL,
+            "TWOLEVEL_HOST_KEY": host_key,
+            "TWOLEVEL_POLICY": "breadth-first",
+            "CONCURRENT_REQUESTS": 8,
+        },
+    )
+    stats = result.crawl_stats
+    assert stats["finish_reason"] == "finished"
+    assert stats["downloader/response_status_count/301"] >= 16
+    assert result.server.fetch_counts() == {page: 1 for page in web.reachable()}
+    assert_polite(result)
+    # Only the lanes the requests' own URLs give, none made by a redirect. (In ip mode a
+    # name is first seen unresolved, so it keeps its name as key.)
+    key = make_host_key("hostname" if host_key == "ip" else host_key)
+    assert stats["twolevel/hosts"] == len({key(name) for h in web.hosts for name in h.names})
+
+
+def test_concurrent_requests_zero_opens_hosts_without_limit(tmp_path):
+    """Scrapy reads CONCURRENT_REQUESTS = 0 as "no limit"; it must not serialise the crawl."""
+    web = generate_web(
+        10,
+        4,
+        seed=8,
+        n_seeds=10,
+        host_profiles=[HostProfile(connect_delay=0.002, response_delay=0.05)] * 10,
+    )
+    result = crawl(tmp_path, web, {**TWOLEVEL, "CONCURRENT_REQUESTS": 0})
+    assert result.server.fetch_counts() == {page: 1 for page in web.reachable()}
+    assert_polite(result)
+    # All ten seed hosts were served at once at some point: nothing capped them at one.
+    assert result.server.total.max_requests_in_flight >= 5

@@ -149,17 +149,32 @@ def test_a_response_ends_both_streaks():
     assert given_up == []
 
 
-def test_failures_spread_over_sessions_still_count_in_a_row():
-    """A session that ends by its budget with one failure leaves the streak running."""
-    f, clock, _ = frontier(rules=RULES)
+def test_a_session_that_ends_with_every_request_failed_is_a_failed_session():
+    f, clock, _ = frontier()
     f.set_estimate("h", HostEstimate(0.1, 0.1, 1.0))  # one request per session
     for i in range(4):
         f.push("h", 1.0, i)
     f.pop()
-    fail(f, "h")  # budget 1 reached with one failure: a normal end
+    fail(f, "h")  # budget 1 spent, and that one request failed
+    assert f.failed_sessions == 1 and f.next_retry_at() == clock.now + 10.0
+
+
+def test_failures_spread_over_sessions_still_count_in_a_row():
+    """A session with a success that ends on a failure leaves the streak running."""
+    f, clock, _ = frontier()
+    f.set_estimate("h", HostEstimate(0.1, 0.1, 2.0))  # two requests per session
+    for i in range(6):
+        f.push("h", 1.0, i)
+    f.pop()
+    f.observe(
+        "h", latency=0.01, new_connection=True, served_on_connection=1, closed_by_server=False
+    )
+    f.done("h")
+    f.pop()
+    fail(f, "h")  # budget spent, one success in it: a normal end, streak 1
     assert f.failed_sessions == 0 and f.next_retry_at() is None
     f.pop()
-    fail(f, "h")  # second failure in a row: a failed session
+    fail(f, "h")  # second failure in a row, in the next session: a failed session
     assert f.failed_sessions == 1 and f.next_retry_at() == clock.now + 10.0
 
 

@@ -15,6 +15,7 @@ from scrapy.utils.test import get_crawler
 from scrapy_twolevel.frontier.sqlite_store import StateError
 from scrapy_twolevel.request_keys import HOST_META_KEY
 from scrapy_twolevel.scheduler import TwoLevelScheduler
+from scrapy_twolevel.signals import host_measured
 
 MIDDLEWARE = {"scrapy_twolevel.middleware.HostMetricsMiddleware": 950}
 
@@ -39,8 +40,15 @@ def create_scheduler(settings=None, jobdir=None):
 
 
 def finish(crawler, request):
+    """What Scrapy and the middleware signal when a request is done, in Scrapy's order."""
     crawler.signals.send_catch_log(
         signals.request_left_downloader, request=request, spider=crawler.spider
+    )
+    crawler.signals.send_catch_log(
+        host_measured,
+        host=request.meta.get(HOST_META_KEY, ""),
+        observation=None,
+        request=request,
     )
 
 

@@ -5,7 +5,8 @@ hours, and must not win the ranking because it was never measured. Failures are 
 into the host's estimates (see :meth:`HostEstimate.observe_failure`), and this policy
 decides the rest:
 
-* a session ends early after ``session_failures`` failures in a row;
+* a session ends early after ``session_failures`` failures in a row, and one that ends
+  (budget spent, queue empty) with every request of it failed counts as failed too;
 * such a *failed session* backs the host off for ``backoff * 2**(n - 1)`` seconds (``n``
   failed sessions in a row), capped at ``backoff_max``; its URLs stay queued;
 * after ``failed_sessions`` failed sessions in a row the host is given up: its queued URLs

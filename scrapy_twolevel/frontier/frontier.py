@@ -14,7 +14,10 @@ equal scores are served first come, first served.
 Failures (reported with :meth:`TwoLevelFrontier.observe_failure`) end a session early,
 back the host off, and finally give it up, as :class:`~.failures.FailurePolicy` says.
 A backed-off host waits in a second heap, ``(retry_at, seq, host)``, and is ranked again
-once the clock passes ``retry_at``.
+once the clock passes ``retry_at``. A request's outcome may be reported before or after
+its :meth:`~TwoLevelFrontier.done` (Scrapy 2.19 signals that a request left the
+downloader before its middlewares see the response or the failure), so a failure that
+arrives late still ends the session it belongs to.
 
 Pure module: no Scrapy, no I/O; items, host keys and the clock are the caller's.
 """
@@ -65,6 +68,9 @@ class Host:
         "rank_token",
         "retry_at",
         "session_budget",
+        "session_failed",
+        "session_failures",
+        "session_ok",
         "session_served",
         "session_started",
         "sessions",
@@ -86,6 +92,9 @@ class Host:
         self.failed_sessions = 0  # sessions in a row ended by failures
         self.retry_at = 0.0  # > 0 while backed off: not ranked before this time
         self.given_up = False
+        self.session_failures = 0  # failed requests in the current (or last) session
+        self.session_ok = False  # a request of that session got a response
+        self.session_failed = False  # that session ended (or was marked) failed
 
 
 @dataclass(frozen=True, slots=True)
@@ -224,9 +233,12 @@ class TwoLevelFrontier:
         if host is None or not host.busy:
             return
         host.busy = False
-        if host.failures >= self.failure_policy.session_failures:
+        over = host.session_served >= host.session_budget or not len(host.queue)
+        if host.failures >= self.failure_policy.session_failures or (
+            over and self._all_failed(host)
+        ):
             self._end_session(host, failed=True)
-        elif host.session_served >= host.session_budget or not len(host.queue):
+        elif over:
             self._end_session(host)
         else:
             self._ready.append(host)
@@ -265,6 +277,7 @@ class TwoLevelFrontier:
         host.estimate.observe(self.params, **observation)
         host.failures = 0
         host.failed_sessions = 0
+        host.session_ok = True
         self.estimates_changed(host)
 
     def observe_failure(self, host_key: str, *, elapsed: float, timeout: bool) -> None:
@@ -277,8 +290,21 @@ class TwoLevelFrontier:
             host.estimate = HostEstimate.new(self.params)
         host.estimate.observe_failure(self.params, elapsed=elapsed, timeout=timeout)
         host.failures += 1
+        host.session_failures += 1
         self.failures += 1
         self.estimates_changed(host)
+        if host.busy or host.given_up:
+            return  # done() decides, as usual
+        # The failure arrived after done(): decide now what done() could not.
+        limit_hit = host.failures >= self.failure_policy.session_failures
+        if host.open:  # idle between two requests of its session
+            if limit_hit:
+                self._ready.remove(host)
+                self._end_session(host, failed=True)
+        elif host.sessions and not host.session_failed and (limit_hit or self._all_failed(host)):
+            # Its session already ended as if it had gone well: mark it failed after all.
+            self._unrank(host)
+            self._session_failed(host)
 
     def set_estimate(self, host_key: str, estimate: HostEstimate) -> None:
         """Install a saved estimate (resuming a crawl)."""
@@ -364,6 +390,9 @@ class TwoLevelFrontier:
         host.open = True
         host.sessions += 1
         host.session_served = 0
+        host.session_failures = 0
+        host.session_ok = False
+        host.session_failed = False
         host.session_budget = host.estimate.batch_size(len(host.queue))
         host.session_started = self._clock()
         self._open += 1
@@ -389,8 +418,20 @@ class TwoLevelFrontier:
             self._session_failed(host)
         self._rank(host)
 
+    @staticmethod
+    def _all_failed(host: Host) -> bool:
+        """Every request of the host's current (or last) session has failed."""
+        return not host.session_ok and host.session_failures >= max(host.session_served, 1)
+
+    def _unrank(self, host: Host) -> None:
+        if host.rank_token >= 0:
+            host.rank_token = -1
+            self._ranked -= 1
+        self._dirty.pop(host.key, None)
+
     def _session_failed(self, host: Host) -> None:
         """Back the host off, or give it up after too many failed sessions in a row."""
+        host.session_failed = True
         self.failed_sessions += 1
         host.failed_sessions += 1
         host.failures = 0  # each session after a back-off gets the full allowance again
