@@ -2,6 +2,7 @@
 
 * :mod:`.web` describes a web (pure; no Scrapy, no Twisted),
 * :mod:`.server` serves it with Twisted and counts what crawlers do to each host,
+* :mod:`.resolver` resolves its host names inside a crawl,
 * :mod:`.spider` crawls it, and ``python -m scrapy_twolevel.testing`` serves or crawls it.
 
 Server and spider names are imported lazily, so ``import scrapy_twolevel.testing.web`` costs
@@ -15,12 +16,14 @@ from typing import Any
 
 from .web import (
     CONTROL_ADDRESS,
+    FAILURES,
     HostProfile,
     HostSpec,
     PageSpec,
     WebSpec,
     generate_web,
     host_address,
+    host_name,
     page_path,
 )
 
@@ -31,6 +34,8 @@ _LAZY = {
     "TestWebServer": "server",
     "fetch_remote_stats": "server",
     "render_page": "server",
+    "HOSTS_MAP_SETTING": "resolver",
+    "TestWebResolver": "resolver",
     "SEEDS_SETTING": "spider",
     "CrawlResult": "spider",
     "TestWebSpider": "spider",
@@ -40,12 +45,14 @@ _LAZY = {
 
 __all__ = [
     "CONTROL_ADDRESS",
+    "FAILURES",
     "HostProfile",
     "HostSpec",
     "PageSpec",
     "WebSpec",
     "generate_web",
     "host_address",
+    "host_name",
     "page_path",
     *_LAZY,
 ]

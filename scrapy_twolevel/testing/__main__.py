@@ -4,28 +4,23 @@
 on stdout and, atomically, in ``--ready-file``, so a test or benchmark in another process can
 wait for the file instead of sleeping. ``crawl`` serves a web and crawls it with
 :class:`~scrapy_twolevel.testing.spider.TestWebSpider` in this one process and reactor, then
-writes the :class:`~scrapy_twolevel.testing.spider.CrawlResult` as JSON.
+writes the :class:`~scrapy_twolevel.testing.spider.CrawlResult` as JSON and prints a one-line
+JSON summary of what the server saw. Every option has a help text (``--help``); the
+reference is ``docs/testweb.rst``.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import signal
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from .process import write_atomically
 from .web import WebSpec, generate_web
-
-
-def _write_atomically(path: str, text: str) -> None:
-    """Readers polling for ``path`` never see a half-written file."""
-    target = Path(path)
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, target)
 
 
 def _web_from_args(args: argparse.Namespace) -> WebSpec:
@@ -64,7 +59,7 @@ def _serve(args: argparse.Namespace) -> int:
         signal.signal(signum, shutdown)
     ready = json.dumps({"port": port, "seeds": server.seeds_urls, "control": server.control_url})
     if args.ready_file:
-        _write_atomically(args.ready_file, ready)
+        write_atomically(args.ready_file, ready)
     print(ready, flush=True)
     reactor.run(installSignalHandlers=False)
     return 0
@@ -82,12 +77,15 @@ def _crawl(args: argparse.Namespace) -> int:
         extra_seeds=args.extra_seed,
     )
     if args.output:
-        _write_atomically(args.output, json.dumps(result.to_dict()))
+        write_atomically(args.output, json.dumps(result.to_dict()))
     per_host = result.server.max_concurrent_requests_per_host()
+    fetches = result.server.fetch_counts()
     print(
         json.dumps(
             {
-                "pages_fetched": len(result.server.fetch_counts()),
+                "pages_fetched": len(fetches),
+                "refetches": sum(fetches.values()) - len(fetches),
+                "failed_requests": result.crawl_stats.get("downloader/exception_count", 0),
                 "responses": result.server.total.responses_total,
                 "connections": result.server.total.connections_total,
                 "max_concurrent_requests_per_host": max(per_host.values(), default=0),
@@ -99,23 +97,93 @@ def _crawl(args: argparse.Namespace) -> int:
     return 0
 
 
+def _number(
+    kind: Callable[[str], Any], rule: str, ok: Callable[[Any], bool]
+) -> Callable[[str], Any]:
+    """An argparse type that rejects out-of-range values with the rule, not a traceback."""
+
+    def parse(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {rule}, got {text!r}") from None
+        if not ok(value):
+            raise argparse.ArgumentTypeError(f"expected {rule}, got {text!r}")
+        return value
+
+    parse.__name__ = kind.__name__  # argparse names the type in its messages
+    return parse
+
+
+_POSITIVE = _number(int, "an integer >= 1", lambda v: v >= 1)
+_PORT = _number(int, "a port in 0..65535", lambda v: 0 <= v <= 65535)
+_SCALE = _number(float, "a number >= 0", lambda v: v >= 0)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The CLI's parser (public so docs and tests can inspect it)."""
-    parser = argparse.ArgumentParser(prog="python -m scrapy_twolevel.testing")
-    commands = parser.add_subparsers(dest="command", required=True)
+    parser = argparse.ArgumentParser(
+        prog="python -m scrapy_twolevel.testing",
+        description="Serve the local multi-host test web, or serve it and crawl it once.",
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, helptext in (
         ("serve", "serve a test web until SIGINT/SIGTERM"),
         ("crawl", "serve a test web and crawl it once in this process"),
     ):
-        cmd = commands.add_parser(name, help=helptext)
-        cmd.add_argument("--hosts", type=int, default=20)
-        cmd.add_argument("--pages-per-host", type=int, default=30)
-        cmd.add_argument("--seed", type=int, default=0)
-        cmd.add_argument("--web", metavar="PATH", help="WebSpec JSON (overrides --hosts etc.)")
-        cmd.add_argument("--delay-scale", type=float, default=1.0)
+        cmd = commands.add_parser(
+            name,
+            help=helptext,
+            description=helptext[0].upper() + helptext[1:] + ".",
+        )
+        web = cmd.add_argument_group("the web to serve")
+        web.add_argument(
+            "--hosts",
+            type=_POSITIVE,
+            default=20,
+            metavar="N",
+            help="number of hosts (default: %(default)s)",
+        )
+        web.add_argument(
+            "--pages-per-host",
+            type=_POSITIVE,
+            default=30,
+            metavar="N",
+            help="pages on each host (default: %(default)s)",
+        )
+        web.add_argument(
+            "--seed",
+            type=int,
+            default=0,
+            help="seed of the generated web: the same seed, the same web (default: %(default)s)",
+        )
+        web.add_argument(
+            "--web",
+            metavar="PATH",
+            help="serve this WebSpec JSON (as /_web returns) instead of generating one; "
+            "overrides --hosts, --pages-per-host and --seed",
+        )
+        web.add_argument(
+            "--delay-scale",
+            type=_SCALE,
+            default=1.0,
+            metavar="X",
+            help="multiply every host's connection and response delays by X; 0: no delays "
+            "(default: %(default)s)",
+        )
     serve = commands.choices["serve"]
-    serve.add_argument("--port", type=int, default=0)
-    serve.add_argument("--ready-file", metavar="PATH")
+    serve.add_argument(
+        "--port",
+        type=_PORT,
+        default=0,
+        help="port for every host address and the control address; 0 (the default): any free port",
+    )
+    serve.add_argument(
+        "--ready-file",
+        metavar="PATH",
+        help="also write the ready JSON line ({port, seeds, control}) to PATH, atomically, "
+        "once the server listens",
+    )
     serve.set_defaults(func=_serve)
     crawl = commands.choices["crawl"]
     crawl.add_argument(
@@ -124,18 +192,30 @@ def build_parser() -> argparse.ArgumentParser:
         type=_parse_setting,
         action="append",
         default=[],
-        help="Scrapy setting; VALUE is parsed as JSON when it can be",
+        help="a Scrapy setting, repeatable; VALUE is parsed as JSON when it can be",
     )
-    crawl.add_argument("--output", metavar="PATH", help="write the CrawlResult JSON here")
     crawl.add_argument(
-        "--extra-seed", metavar="URL", action="append", default=[], help="another start URL"
+        "--output", metavar="PATH", help="write the CrawlResult as JSON to PATH, atomically"
     )
-    crawl.add_argument("--port", type=int, default=0, help="serve on this port (0: any free)")
+    crawl.add_argument(
+        "--extra-seed",
+        metavar="URL",
+        action="append",
+        default=[],
+        help="another start URL, crawled after the web's seeds; repeatable",
+    )
+    crawl.add_argument(
+        "--port",
+        type=_PORT,
+        default=0,
+        help="serve on this port; 0 (the default): any free port. Fix it to resume a JOBDIR crawl",
+    )
     crawl.add_argument(
         "--interrupt-after",
-        type=int,
+        type=_POSITIVE,
         metavar="N",
-        help="send this process SIGINT (Ctrl-C) after N responses: a graceful stop",
+        help="send this process SIGINT (Ctrl-C) after N responses: Scrapy's graceful stop, "
+        "as a user's Ctrl-C (default: crawl to the end)",
     )
     crawl.set_defaults(func=_crawl)
     return parser

@@ -4,6 +4,8 @@
 (after writing the same JSON to its ``--ready-file``); :class:`ServerProcess` waits for
 that line with a selector, never by sleeping, and stops the child with SIGTERM. Running
 the server apart keeps the caller free of any reactor and gives the crawler its own CPU.
+:func:`write_atomically` is how every file another process may be polling for (the ready
+file, a crawl's JSON output, the demo's JOBDIR state and summary) gets written.
 
 No Scrapy or Twisted import here.
 """
@@ -28,7 +30,22 @@ if TYPE_CHECKING:
 
     from .server import ServerStats
 
-__all__ = ["ServerProcess"]
+__all__ = ["ServerProcess", "write_atomically"]
+
+
+def write_atomically(path: str | os.PathLike[str], text: str) -> None:
+    """Write ``text`` to ``path`` so that a reader never sees a half-written file.
+
+    A temporary file beside the target is renamed over it; a crash leaves either the old
+    file or the new one, which is what a resumed JOBDIR crawl needs from its state.
+    """
+    target = Path(path)
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_text(text)
+        os.replace(tmp, target)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 class ServerProcess:

@@ -2,9 +2,14 @@
 
 It speaks just enough HTTP/1.1 (GET/HEAD, no request bodies) to simulate what a two-level
 scheduler cares about: per-connection set-up cost, per-response latency, keep-alive limits,
-HTTP/1.0-style hosts, and, above all, to *count* what a crawler did to each host (open
+HTTP/1.0-style hosts, redirects to other hosts, hosts that hang, refuse or reset connections
+(see :data:`~.web.FAILURES`), and, above all, to *count* what a crawler did to each host (open
 connections, concurrent requests, response order) so tests can check politeness from the
 server's side. ``twisted.web`` is deliberately not used: it hides connection handling.
+
+A host is known by the local address a connection arrived on, so names and aliases resolved
+to that address need nothing here; the ``Host`` header is only checked (421 when it names
+another host), so a resolver that sends a name to the wrong address shows up in the stats.
 
 The reactor is resolved lazily in :meth:`TestWebServer.start`, so importing this module never
 installs a reactor (Scrapy must be free to install the asyncio one first).
@@ -13,6 +18,7 @@ installs a reactor (Scrapy must be free to install the asyncio one first).
 from __future__ import annotations
 
 import json
+import socket
 import time
 import urllib.request
 from collections import deque
@@ -39,8 +45,20 @@ __all__ = [
 ]
 
 _MAX_HEAD = 64 * 1024
+_CONTROL_ENDPOINTS = (
+    ("/_stats", "what the server saw, as JSON (ServerStats.to_dict())"),
+    ("/_reset", "forget the stats, keeping open connections counted"),
+    ("/_web", "the served web, as WebSpec JSON (serve --web PATH takes it)"),
+)
 _ROBOTS = b"User-agent: *\nAllow: /\n"
-_REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed"}
+_REASONS = {
+    200: "OK",
+    301: "Moved Permanently",
+    400: "Bad Request",
+    404: "Not Found",
+    405: "Method Not Allowed",
+    421: "Misdirected Request",
+}
 
 
 class ResponseEvent(NamedTuple):
@@ -50,7 +68,7 @@ class ResponseEvent(NamedTuple):
     host: int
     path: str
     connection_id: int
-    page_id: int | None  # None for robots.txt, 404s and errors
+    page_id: int | None  # the page served (200) or redirecting (301); None for the rest
     status: int
     method: str
 
@@ -74,12 +92,15 @@ class HostStats:
     requests_aborted: int = 0
     #: Responses per path (any method, any status).
     paths: dict[str, int] = field(default_factory=dict)
+    #: Requests per name in their ``Host`` header (port left out; "" when absent): shows
+    #: which of a host's names and aliases a crawler used.
+    host_headers: dict[str, int] = field(default_factory=dict)
 
     def _reset(self) -> None:
         """Zero the history but keep what is open right now, so counts stay consistent."""
         open_, in_flight = self.connections_open, self.requests_in_flight
         for f in fields(self):
-            setattr(self, f.name, {} if f.name == "paths" else 0)
+            setattr(self, f.name, {} if f.default_factory is dict else 0)
         self.connections_open = self.max_connections_open = open_
         self.requests_in_flight = self.max_requests_in_flight = in_flight
 
@@ -114,15 +135,22 @@ class ServerStats:
         return {i: h.connections_total for i, h in self.hosts.items()}
 
     def fetch_counts(self) -> dict[int, int]:
-        """GETs answered with a page, per page id (pages never fetched are absent)."""
+        """GETs answered for a page of the web, per page id (pages never fetched are absent).
+
+        A plain page counts when answered 200, a redirecting page when answered 301 (its
+        target counts on its own when fetched), so a full crawl with a dupefilter gives
+        ``{p: 1 for p in web.reachable()}``. Not counted: HEADs, robots.txt, 404s, errors
+        (400, 405, 421) and requests to failing hosts, which are never answered: their
+        :class:`HostStats` count them (``connections_total``, ``requests_total``,
+        ``requests_aborted``), except a ``refuse`` host's, which the server never sees.
+        """
         counts: dict[int, int] = {}
-        for e in self.events:
-            if e.page_id is not None and e.method == "GET":
-                counts[e.page_id] = counts.get(e.page_id, 0) + 1
+        for page_id in self.order():
+            counts[page_id] = counts.get(page_id, 0) + 1
         return counts
 
     def order(self) -> list[int]:
-        """Page ids in the order their GET responses were written."""
+        """Page ids of the responses :meth:`fetch_counts` counts, in the order written."""
         return [e.page_id for e in self.events if e.page_id is not None and e.method == "GET"]
 
     # -- serialisation ---------------------------------------------------------------------
@@ -169,11 +197,12 @@ class ServerStats:
         for h in self._each(host):
             h.connections_open -= 1
 
-    def _request_received(self, host: int, now: float) -> None:
+    def _request_received(self, host: int, now: float, host_header: str) -> None:
         if self.first_request_at is None:
             self.first_request_at = now
         overlapping = self.hosts[host].requests_in_flight > 0
         for h in self._each(host):
+            h.host_headers[host_header] = h.host_headers.get(host_header, 0) + 1
             h.requests_total += 1
             h.requests_overlapping += overlapping
             h.requests_in_flight += 1
@@ -193,8 +222,14 @@ class ServerStats:
 
 
 def render_page(web: WebSpec, page_id: int, port: int) -> bytes:
-    """The HTML of a page: its quality in a meta tag, each link with its target's quality."""
+    """The HTML of a page: its quality in a meta tag, each link with its target's quality.
+
+    A redirecting page renders as the short body of its 301, a link to where it points.
+    """
     page = web.pages[page_id]
+    if page.redirect_to is not None:
+        location = escape(web.url(page.redirect_to, port))
+        return f'<html><body><a href="{location}">moved</a></body></html>\n'.encode()
     anchors = "".join(
         f'<a href="{escape(web.url(t, port))}" data-quality="{web.pages[t].quality}">page {t}</a>\n'
         for t in page.links
@@ -211,6 +246,23 @@ class _Request(NamedTuple):
     path: str
     close: bool  # the client asked for (or implied) Connection: close
     status: int  # 0 if well-formed, else the error status to answer with
+    host: str = ""  # the Host header's name, lower case, without the port
+
+
+class _Answer(NamedTuple):
+    status: int
+    content_type: str
+    body: bytes
+    page_id: int | None = None
+    headers: tuple[tuple[str, str], ...] = ()
+
+
+def _host_name(header: str) -> str:
+    """``name:port`` -> ``name`` (also for ``[v6]:port``)."""
+    if header.startswith("["):
+        return header.partition("]")[0] + "]"
+    name, _, port = header.rpartition(":")
+    return name if name and port.isdigit() else header
 
 
 def _parse_head(head: bytes) -> _Request:
@@ -225,20 +277,26 @@ def _parse_head(head: bytes) -> _Request:
         if not sep:
             return _Request(method, target, True, 400)
         headers[name.strip().lower()] = value.strip().lower()
+    host = _host_name(headers.get("host", ""))
     if "://" in target:  # absolute-form: keep only the path
         target = "/" + target.split("://", 1)[1].partition("/")[2]
     path = target.partition("?")[0].partition("#")[0] or "/"
     tokens = {t.strip() for t in headers.get("connection", "").split(",")}
     close = "close" in tokens or (version == "HTTP/1.0" and "keep-alive" not in tokens)
     if method not in ("GET", "HEAD"):
-        return _Request(method, path, True, 405)
+        return _Request(method, path, True, 405, host)
     if "content-length" in headers or "transfer-encoding" in headers:
-        return _Request(method, path, True, 400)  # no bodies: we could not find the next request
-    return _Request(method, path, close, 0)
+        # no bodies: we could not find the next request
+        return _Request(method, path, True, 400, host)
+    return _Request(method, path, close, 0, host)
 
 
 class _TestWebProtocol(Protocol):
-    """One connection. Requests are answered strictly in order, one at a time."""
+    """One connection. Requests are answered strictly in order, one at a time.
+
+    On a failing host: ``hang`` reads and counts requests but never answers (and never
+    times out); ``reset`` counts the first request, then aborts the connection (RST).
+    """
 
     def __init__(self, server: TestWebServer) -> None:
         self._server = server
@@ -282,6 +340,8 @@ class _TestWebProtocol(Protocol):
 
     def _arm_idle(self) -> None:
         timeout = self._server.idle_timeout
+        if self._host is not None and self._host.failure == "hang":
+            return  # a hanging host holds connections until the client gives up
         if timeout > 0 and self._idle is None:
             self._idle = self._server.reactor.callLater(timeout, self._idle_expired)
 
@@ -309,7 +369,13 @@ class _TestWebProtocol(Protocol):
             request = _parse_head(head)
             self._queue.append(request)
             if self._host is not None:
-                self._server.stats._request_received(self._host.index, self._server.clock())
+                self._server.stats._request_received(
+                    self._host.index, self._server.clock(), request.host
+                )
+                if self._host.failure == "reset":
+                    self._closing = True
+                    self.transport.abortConnection()  # RST; connectionLost counts it aborted
+                    return
             if request.close:
                 self._buffer = b""  # nothing after a closing request will be answered
                 break
@@ -322,6 +388,8 @@ class _TestWebProtocol(Protocol):
     def _next(self) -> None:
         if self._pending is not None or not self._queue or self._closing:
             return
+        if self._host is not None and self._host.failure is not None:
+            return  # "hang": requests stay queued (in flight) until the connection closes
         self._disarm_idle()
         delay = 0.0
         if self._host is not None:
@@ -336,9 +404,10 @@ class _TestWebProtocol(Protocol):
         request = self._queue.popleft()
         self._responses += 1
         if self._control:
-            status, ctype, body, page_id = self._server._control_response(request)
+            answer = self._server._control_response(request)
         else:
-            status, ctype, body, page_id = self._server._host_response(self._host, request)
+            answer = self._server._host_response(self._host, request)
+        status, ctype, body, page_id, extra = answer
         host = self._host
         close = request.close  # True for malformed requests too
         if host is not None:
@@ -350,6 +419,7 @@ class _TestWebProtocol(Protocol):
             "Server: twolevel-testweb",
             f"Content-Type: {ctype}",
             f"Content-Length: {len(body)}",
+            *(f"{name}: {value}" for name, value in extra),
         ]
         if close:
             lines.append("Connection: close")
@@ -388,7 +458,7 @@ class TestWebServer:
     Use it in the crawl's own reactor (see :func:`scrapy_twolevel.testing.spider.run_crawl`)
     or in a separate process (``python -m scrapy_twolevel.testing serve``), where
     ``http://127.0.0.1:PORT/_stats`` returns :meth:`ServerStats.to_dict` as JSON
-    (``/_reset`` clears it, ``/_web`` returns the web).
+    (``/_reset`` clears it, ``/_web`` returns the web, ``/`` lists them for a browser).
     """
 
     __test__ = False  # not a pytest test class, despite the name
@@ -412,6 +482,9 @@ class TestWebServer:
         self._reactor = reactor
         self._port = 0
         self._listeners: list[IListeningPort] = []
+        #: Bound, never listening: the addresses of "refuse" hosts, held so nobody else can
+        #: listen there and every connection is refused.
+        self._reserved: list[socket.socket] = []
         self._protocols: set[_TestWebProtocol] = set()
         self._connection_ids = 0
 
@@ -431,7 +504,7 @@ class TestWebServer:
 
     @property
     def control_url(self) -> str:
-        """Base URL of the control endpoint (``/_stats``, ``/_reset``, ``/_web``)."""
+        """Base URL of the control endpoint (``/``, ``/_stats``, ``/_reset``, ``/_web``)."""
         return f"http://{CONTROL_ADDRESS}:{self._port}"
 
     @property
@@ -448,15 +521,18 @@ class TestWebServer:
     def start(self, port: int = 0, *, attempts: int = 20) -> int:
         """Listen on every host address and the control address with one port; return it.
 
-        With ``port=0`` the OS picks a free port for host 0 and the others reuse it; if it is
-        taken on another address, all listeners are closed and another port is tried.
+        With ``port=0`` the OS picks a free port for the first host and the others reuse it;
+        if it is taken on another address, all listeners are closed and another port is tried.
+        A ``refuse`` host gets no listener: its address and port are bound, not listened on.
         """
         if self._listeners:
             raise RuntimeError("the server is already started")
         reactor: IReactorTCP = self.reactor
         factory = Factory.forProtocol(lambda: _TestWebProtocol(self))
         factory.noisy = False
-        addresses = [h.address for h in self.web.hosts] + [CONTROL_ADDRESS]
+        hosts = self.web.hosts
+        addresses = [h.address for h in hosts if h.failure != "refuse"] + [CONTROL_ADDRESS]
+        refused = [h.address for h in hosts if h.failure == "refuse"]
         for attempt in range(attempts if port == 0 else 1):
             chosen = port
             try:
@@ -464,10 +540,13 @@ class TestWebServer:
                     listener = reactor.listenTCP(chosen, factory, interface=address)
                     self._listeners.append(listener)
                     chosen = listener.getHost().port
-            except CannotListenError:
+                for address in refused:
+                    self._reserved.append(_reserve(address, chosen))
+            except (CannotListenError, OSError):
                 for listener in self._listeners:
                     listener.stopListening().addErrback(lambda _: None)
                 self._listeners.clear()
+                self._close_reserved()
                 if port != 0 or attempt == attempts - 1:
                     raise
                 continue
@@ -479,6 +558,7 @@ class TestWebServer:
         """Stop listening and drop every open connection; fires when all are closed."""
         waits: list[Deferred[Any]] = [listener.stopListening() for listener in self._listeners]
         self._listeners.clear()
+        self._close_reserved()
         for proto in list(self._protocols):
             waits.append(proto.lost)
             proto.transport.abortConnection()
@@ -486,6 +566,11 @@ class TestWebServer:
             return succeed(None)
         d: Deferred[Any] = DeferredList(waits, consumeErrors=True)
         return d.addCallback(lambda _: None)
+
+    def _close_reserved(self) -> None:
+        for sock in self._reserved:
+            sock.close()
+        self._reserved.clear()
 
     # -- used by the protocol ----------------------------------------------------------------
     def _new_connection(self, proto: _TestWebProtocol) -> int:
@@ -496,31 +581,66 @@ class TestWebServer:
     def _connection_lost(self, proto: _TestWebProtocol) -> None:
         self._protocols.discard(proto)
 
-    def _host_response(
-        self, host: HostSpec | None, request: _Request
-    ) -> tuple[int, str, bytes, int | None]:
+    def _host_response(self, host: HostSpec | None, request: _Request) -> _Answer:
         if request.status:
-            return request.status, "text/plain", b"error\n", None
+            return _Answer(request.status, "text/plain", b"error\n")
         assert host is not None
+        if request.host and request.host not in (host.address, *host.names):
+            return _Answer(421, "text/plain", b"this address does not serve that host\n")
         if request.path == "/robots.txt":
-            return 200, "text/plain", _ROBOTS, None
+            return _Answer(200, "text/plain", _ROBOTS)
         page = self.web.page_by_address_path(host.address, request.path)
         if page is None:
-            return 404, "text/plain", b"not found\n", None
-        return 200, "text/html; charset=utf-8", render_page(self.web, page.id, self._port), page.id
+            return _Answer(404, "text/plain", b"not found\n")
+        body = render_page(self.web, page.id, self._port)
+        if page.redirect_to is not None:
+            location = self.web.url(page.redirect_to, self._port)
+            return _Answer(301, "text/html", body, page.id, (("Location", location),))
+        return _Answer(200, "text/html; charset=utf-8", body, page.id)
 
-    def _control_response(self, request: _Request) -> tuple[int, str, bytes, int | None]:
+    def _control_response(self, request: _Request) -> _Answer:
         if request.status:
-            return request.status, "text/plain", b"error\n", None
+            return _Answer(request.status, "text/plain", b"error\n")
         self.stats.control_requests += 1
         if request.path == "/_stats":
-            return 200, "application/json", json.dumps(self.stats.to_dict()).encode(), None
+            return _Answer(200, "application/json", json.dumps(self.stats.to_dict()).encode())
         if request.path == "/_reset":
             self.stats.reset()
-            return 200, "application/json", b'{"ok": true}', None
+            return _Answer(200, "application/json", b'{"ok": true}')
         if request.path == "/_web":
-            return 200, "application/json", self.web.to_json().encode(), None
-        return 404, "text/plain", b"not found\n", None
+            return _Answer(200, "application/json", self.web.to_json().encode())
+        if request.path == "/":
+            return _Answer(200, "text/html; charset=utf-8", self._control_index())
+        return _Answer(404, "text/plain", b"not found\n")
+
+    def _control_index(self) -> bytes:
+        """The page at ``/``: every control endpoint and the seeds, for a browser."""
+        endpoints = "".join(
+            f"<li><code>{path}</code>: {escape(what)}</li>\n"
+            if path == "/_reset"  # no link: a GET there clears the stats
+            else f'<li><a href="{path}">{path}</a>: {escape(what)}</li>\n'
+            for path, what in _CONTROL_ENDPOINTS
+        )
+        seeds = "".join(
+            f'<li><a href="{escape(u)}">{escape(u)}</a></li>\n' for u in self.seeds_urls
+        )
+        return (
+            "<html><head><title>twolevel test web</title></head><body>\n"
+            f"<h1>Test web: {len(self.web.hosts)} hosts on port {self._port}</h1>\n"
+            f"<h2>Control endpoints</h2>\n<ul>\n{endpoints}</ul>\n"
+            f"<h2>Seeds</h2>\n<ul>\n{seeds}</ul>\n</body></html>\n"
+        ).encode()
+
+
+def _reserve(address: str, port: int) -> socket.socket:
+    """Bind ``address:port`` without listening: connections there are refused (RST)."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        sock.bind((address, port))
+    except OSError:
+        sock.close()
+        raise
+    return sock
 
 
 def fetch_remote_stats(control_url: str, *, timeout: float = 10.0) -> ServerStats:

@@ -141,6 +141,21 @@ _DEFAULT_SETTINGS = {
 }
 
 
+def _web_settings(web: WebSpec) -> dict[str, Any]:
+    """What crawling ``web`` needs: a resolver for its host names, if it uses any.
+
+    ``TWISTED_DNS_RESOLVER``, not the deprecated ``DNS_RESOLVER`` (Scrapy 2.19 warns on it).
+    """
+    if not web.uses_hostnames:
+        return {}
+    from .resolver import HOSTS_MAP_SETTING, TestWebResolver
+
+    return {
+        "TWISTED_DNS_RESOLVER": f"{TestWebResolver.__module__}.{TestWebResolver.__qualname__}",
+        HOSTS_MAP_SETTING: web.hosts_map(),
+    }
+
+
 def run_crawl(
     web: WebSpec,
     settings: Mapping[str, Any] | None = None,
@@ -157,6 +172,8 @@ def run_crawl(
     Starts a reactor, so call it once per process (tests run it in a subprocess, e.g. via
     ``python -m scrapy_twolevel.testing crawl``). ``settings`` override the quiet defaults
     (no robots.txt, no telnet, WARNING logs); the seeds go in ``TWOLEVEL_TESTWEB_SEEDS``.
+    When the web names its hosts, the test resolver is installed with the web's names
+    (``TWISTED_DNS_RESOLVER``, ``TWOLEVEL_TESTWEB_HOSTS_MAP``; ``settings`` may override).
 
     ``port`` fixes the server's port (a resumed JOBDIR crawl needs its URLs to stay valid).
     ``interrupt_after=N`` sends this process a real SIGINT once N responses have arrived:
@@ -166,8 +183,14 @@ def run_crawl(
 
     # AsyncCrawlerProcess installs the asyncio reactor; importing the reactor any earlier
     # would install Twisted's default one instead.
+    # The resolver is built from the process's settings, not the crawler's: set it here.
     process = AsyncCrawlerProcess(
-        {**_DEFAULT_SETTINGS, **(settings or {}), "TWISTED_REACTOR_ENABLED": True}
+        {
+            **_DEFAULT_SETTINGS,
+            **_web_settings(web),
+            **(settings or {}),
+            "TWISTED_REACTOR_ENABLED": True,
+        }
     )
     from twisted.internet import reactor
 

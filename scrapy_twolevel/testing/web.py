@@ -6,34 +6,63 @@ subprocess as JSON).
 
 Each host gets its own loopback address (``127.0.{1 + i // 250}.{1 + i % 250}``), so Scrapy
 sees distinct hostnames and therefore distinct download slots, while ``127.0.0.1`` stays free
-for the server's control endpoint.
+for the server's control endpoint. The server tells hosts apart by the address a connection
+arrived on, so a host may also be addressed by names (``h3.testweb.test`` and aliases, see
+:func:`host_name`) that :mod:`.resolver` maps to its address inside a crawl.
+
+Besides plain pages, a web can hold hosts that fail (:data:`FAILURES`) and pages that
+redirect to another host (``/r/{k}``), so a scheduler can be tested against both.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import math
 import random
+import re
 from collections import deque
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 from typing import Any
 
 __all__ = [
     "CONTROL_ADDRESS",
+    "FAILURES",
     "HostProfile",
     "HostSpec",
     "PageSpec",
     "WebSpec",
     "generate_web",
     "host_address",
+    "host_name",
     "page_path",
 ]
 
 #: The address of the control endpoint (``/_stats``); never used by a host.
 CONTROL_ADDRESS = "127.0.0.1"
 
+#: How a host can fail, as the server simulates it:
+#:
+#: * ``"hang"``: accepts connections and reads requests but never answers; a connection
+#:   stays open until the client gives up or the server stops (no idle timeout);
+#: * ``"refuse"``: nothing listens on the host's address (the server holds the address and
+#:   port bound but not listening), so every connection is refused at once and the server
+#:   sees nothing;
+#: * ``"reset"``: accepts, then aborts the connection (TCP RST) as soon as a request arrives.
+FAILURES = ("hang", "refuse", "reset")
+
+#: Suffix of generated host names; ``.test`` is reserved (RFC 2606), so a name that escaped
+#: the test resolver could never reach a real host.
+_NAME_SUFFIX = ".testweb.test"
+
 _MAX_HOSTS = 250 * 254  # third octet 1..254, fourth octet 1..250
+_NAME = re.compile(r"^[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*$")
+
+
+def _check_failure(failure: str | None, what: str) -> None:
+    if failure is not None and failure not in FAILURES:
+        raise ValueError(f"{what}: failure must be None or one of {FAILURES}, got {failure!r}")
 
 
 def host_address(index: int) -> str:
@@ -41,6 +70,17 @@ def host_address(index: int) -> str:
     if not 0 <= index < _MAX_HOSTS:
         raise ValueError(f"host index {index} out of range 0..{_MAX_HOSTS - 1}")
     return f"127.0.{1 + index // 250}.{1 + index % 250}"
+
+
+def host_name(index: int, alias: int = 0) -> str:
+    """Name of host ``index`` in a web generated with ``hostnames=True``.
+
+    ``alias=0`` is the host's own name (``h3.testweb.test``); ``alias=j`` its ``j``-th alias
+    (``h3-a1.testweb.test``), another name for the same address.
+    """
+    if index < 0 or alias < 0:
+        raise ValueError(f"index and alias must be >= 0, got {index}, {alias}")
+    return f"h{index}{f'-a{alias}' if alias else ''}{_NAME_SUFFIX}"
 
 
 def page_path(k: int) -> str:
@@ -54,6 +94,8 @@ class HostProfile:
 
     Page quality on the host is ``quality_scale * u`` with ``u`` uniform in [0.5, 1], so two
     hosts whose scales differ by more than a factor of two have disjoint quality ranges.
+    ``failure`` (one of :data:`FAILURES`) makes the host fail; the other fields then only
+    matter for what a crawler sees before the failure.
     """
 
     connect_delay: float = 0.01
@@ -61,8 +103,10 @@ class HostProfile:
     max_requests_per_connection: int = 100
     http10: bool = False
     quality_scale: float = 1.0
+    failure: str | None = None
 
     def __post_init__(self) -> None:
+        _check_failure(self.failure, "HostProfile")
         if self.connect_delay < 0 or self.response_delay < 0:
             raise ValueError(f"delays must be >= 0, got {self!r}")
         if self.max_requests_per_connection < 1:
@@ -89,23 +133,63 @@ class HostSpec:
     max_requests_per_connection: int
     #: Answer with an ``HTTP/1.0`` status line and close after every response.
     http10: bool
+    #: None for a working host, else how it fails (one of :data:`FAILURES`).
+    failure: str | None = None
+    #: The name URLs use for this host instead of its address (None: the address itself);
+    #: a crawl needs :class:`~scrapy_twolevel.testing.resolver.TestWebResolver` to resolve it.
+    hostname: str | None = None
+    #: More names for the same address (needs ``hostname``): one server host that a crawler
+    #: keying hosts by name sees as several, and by IP as one.
+    aliases: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.http10 and self.max_requests_per_connection != 1:
             raise ValueError(f"host {self.index}: http10 implies max_requests_per_connection=1")
         if self.max_requests_per_connection < 1:
             raise ValueError(f"host {self.index}: max_requests_per_connection must be >= 1")
+        _check_failure(self.failure, f"host {self.index}")
+        if self.aliases and self.hostname is None:
+            raise ValueError(f"host {self.index}: aliases need a hostname")
+        for name in self.names if self.hostname is not None else ():
+            if not _NAME.match(name) or _is_ip(name):
+                raise ValueError(
+                    f"host {self.index}: {name!r} is not a lower-case DNS name (IPs go in address)"
+                )
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """Every name URLs may use for this host: hostname and aliases, else the address."""
+        return (self.hostname, *self.aliases) if self.hostname is not None else (self.address,)
+
+    @property
+    def fetchable(self) -> bool:
+        """Whether the host answers at all (it has no :data:`FAILURES` kind)."""
+        return self.failure is None
+
+
+def _is_ip(text: str) -> bool:
+    try:
+        ipaddress.ip_address(text)
+    except ValueError:
+        return False
+    return True
 
 
 @dataclass(frozen=True, slots=True)
 class PageSpec:
-    """One page: where it lives, how good it is, and which pages (by id) it links to."""
+    """One page: where it lives, how good it is, and which pages (by id) it links to.
+
+    A page with ``redirect_to`` set answers ``301 Moved Permanently`` with the absolute URL of
+    that page in ``Location`` (and has no links of its own); its ``quality`` is what a link
+    to it announces, normally the quality of the page it leads to.
+    """
 
     id: int
     host: int
     path: str
     quality: float
     links: tuple[int, ...]
+    redirect_to: int | None = None
 
 
 @dataclass(frozen=True)
@@ -117,6 +201,7 @@ class WebSpec:
     seeds: tuple[int, ...]
     _by_address_path: dict[tuple[str, str], PageSpec] = field(init=False, repr=False, compare=False)
     _by_address: dict[str, HostSpec] = field(init=False, repr=False, compare=False)
+    _by_name: dict[str, HostSpec] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         for i, host in enumerate(self.hosts):
@@ -129,6 +214,11 @@ class WebSpec:
                 raise ValueError(f"page {i} is on unknown host {page.host}")
             if any(not 0 <= link < len(self.pages) for link in page.links):
                 raise ValueError(f"page {i} links to an unknown page")
+            if page.redirect_to is not None:
+                if not 0 <= page.redirect_to < len(self.pages):
+                    raise ValueError(f"page {i} redirects to an unknown page")
+                if page.links:
+                    raise ValueError(f"page {i} redirects, so it cannot have links")
         if any(not 0 <= s < len(self.pages) for s in self.seeds):
             raise ValueError("a seed is not a page id")
         by_address = {h.address: h for h in self.hosts}
@@ -137,24 +227,70 @@ class WebSpec:
         by_path = {(self.hosts[p.host].address, p.path): p for p in self.pages}
         if len(by_path) != len(self.pages):
             raise ValueError("two pages share a host and a path")
+        by_name = {n: h for h in self.hosts if h.hostname is not None for n in h.names}
+        if len(by_name) != sum(len(h.names) for h in self.hosts if h.hostname is not None):
+            raise ValueError("two hosts share a name")
         object.__setattr__(self, "_by_address", by_address)
         object.__setattr__(self, "_by_address_path", by_path)
+        object.__setattr__(self, "_by_name", by_name)
 
     def url(self, page_id: int, port: int) -> str:
-        """Absolute URL of a page when the server listens on ``port``."""
+        """Absolute URL of a page when the server listens on ``port``.
+
+        A host with aliases spreads its pages over its names: page ``i`` uses
+        ``names[i % len(names)]``, so each page still has exactly one URL.
+        """
         page = self.pages[page_id]
-        return f"http://{self.hosts[page.host].address}:{port}{page.path}"
+        names = self.hosts[page.host].names
+        return f"http://{names[page_id % len(names)]}:{port}{page.path}"
+
+    def _walk(self, *, include_failing: bool) -> set[int]:
+        seen: set[int] = set()
+        todo: deque[int] = deque()
+
+        def visit(page_id: int) -> None:
+            if page_id in seen:
+                return
+            fetchable = self.hosts[self.pages[page_id].host].fetchable
+            if fetchable or include_failing:
+                seen.add(page_id)
+            if fetchable:  # a failing host's page is never fetched: nothing to follow
+                todo.append(page_id)
+
+        for s in self.seeds:
+            visit(s)
+        while todo:
+            page = self.pages[todo.popleft()]
+            for target in page.links if page.redirect_to is None else (page.redirect_to,):
+                visit(target)
+        return seen
 
     def reachable(self) -> set[int]:
-        """Page ids reachable from the seeds by following links (what a full crawl must fetch)."""
-        seen = set(self.seeds)
-        todo = deque(self.seeds)
-        while todo:
-            for link in self.pages[todo.popleft()].links:
-                if link not in seen:
-                    seen.add(link)
-                    todo.append(link)
-        return seen
+        """Page ids a full crawl fetches: what the server answers, reached from the seeds.
+
+        It follows links, and redirects as Scrapy's RedirectMiddleware does (the redirecting
+        page and its target are both in). Pages on failing hosts are left out and their links
+        are not followed: nobody can read them. Without failures, every linked page is in.
+        """
+        return self._walk(include_failing=False)
+
+    def linked(self) -> set[int]:
+        """Page ids a full crawl requests: :meth:`reachable` plus the pages on failing hosts
+        that reachable pages link or redirect to (each is tried, and fails)."""
+        return self._walk(include_failing=True)
+
+    @property
+    def uses_hostnames(self) -> bool:
+        """Whether some URL names a host instead of its address (a crawl needs a resolver)."""
+        return bool(self._by_name)
+
+    def hosts_map(self) -> dict[str, str]:
+        """Every host name and alias -> its address: what the test resolver answers."""
+        return {name: host.address for name, host in self._by_name.items()}
+
+    def host_by_name(self, name: str) -> HostSpec | None:
+        """The host a URL's hostname (a name, an alias or an address) designates, or None."""
+        return self._by_name.get(name) or self._by_address.get(name)
 
     def host_by_address(self, address: str) -> HostSpec | None:
         """The host listening on ``address``, or None (e.g. for the control address)."""
@@ -165,10 +301,14 @@ class WebSpec:
         return self._by_address_path.get((address, path))
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain, JSON-able dict (lists instead of tuples)."""
+        """Plain, JSON-able dict (lists instead of tuples).
+
+        Fields left at their default (no failure, no name, no redirect) are omitted, so a
+        web that uses none of them has the same JSON as before they existed.
+        """
         return {
-            "hosts": [asdict(h) for h in self.hosts],
-            "pages": [{**asdict(p), "links": list(p.links)} for p in self.pages],
+            "hosts": [_asdict_without_defaults(h) for h in self.hosts],
+            "pages": [_asdict_without_defaults(p) for p in self.pages],
             "seeds": list(self.seeds),
         }
 
@@ -176,7 +316,9 @@ class WebSpec:
     def from_dict(cls, data: Mapping[str, Any]) -> WebSpec:
         """Inverse of :meth:`to_dict`."""
         return cls(
-            hosts=tuple(HostSpec(**h) for h in data["hosts"]),
+            hosts=tuple(
+                HostSpec(**{**h, "aliases": tuple(h.get("aliases", ()))}) for h in data["hosts"]
+            ),
             pages=tuple(
                 PageSpec(
                     id=p["id"],
@@ -184,6 +326,7 @@ class WebSpec:
                     path=p["path"],
                     quality=p["quality"],
                     links=tuple(p["links"]),
+                    redirect_to=p.get("redirect_to"),
                 )
                 for p in data["pages"]
             ),
@@ -198,6 +341,16 @@ class WebSpec:
     def from_json(cls, text: str) -> WebSpec:
         """Inverse of :meth:`to_json`."""
         return cls.from_dict(json.loads(text))
+
+
+def _asdict_without_defaults(spec: HostSpec | PageSpec) -> dict[str, Any]:
+    data = asdict(spec)
+    for f in fields(spec):
+        if f.default is not MISSING and data[f.name] == f.default:
+            del data[f.name]
+        elif isinstance(data[f.name], tuple):
+            data[f.name] = list(data[f.name])
+    return data
 
 
 def _default_profile(rng: random.Random) -> HostProfile:
@@ -231,6 +384,11 @@ def generate_web(
     links_per_page: int = 5,
     n_seeds: int | None = None,
     host_profiles: Sequence[HostProfile] | Mapping[int, HostProfile] | None = None,
+    failures: Mapping[int, str] | None = None,
+    redirects: int = 0,
+    redirect_hops: int = 1,
+    hostnames: bool = False,
+    aliases: Mapping[int, int] | None = None,
 ) -> WebSpec:
     """Build a deterministic random web (same ``seed``, same web).
 
@@ -249,6 +407,21 @@ def generate_web(
     ``host_profiles`` sets every host's behaviour (a sequence of ``n_hosts`` profiles) or
     overrides some hosts (a mapping index -> profile); the others get random default
     profiles. Overriding profiles does not change the link structure for a given seed.
+
+    ``failures`` (index -> one of :data:`FAILURES`) makes those hosts fail, keeping the rest
+    of their profile. Failures change no link either: a host entered only through a failing
+    one becomes unreachable, and :meth:`WebSpec.reachable` says so.
+
+    ``redirects=N`` adds N redirect pages at the end of ``pages`` (ids from
+    ``n_hosts * pages_per_host``): redirect ``k`` lives at ``/r/{k}`` on a random working
+    host, is linked from a random reachable page, and answers 301 to a random page of
+    another working host. With ``redirect_hops=H`` it is a chain of H redirects (``/r/{k}``,
+    then ``/r/{k}/1`` ... on hosts that differ hop to hop). Their randomness comes from a
+    generator of their own, so ``redirects=0`` gives the same web as before they existed.
+
+    ``hostnames=True`` addresses host ``i`` as :func:`host_name(i) <host_name>` in URLs;
+    ``aliases`` (index -> count) gives those hosts that many more names for the same
+    address, and their pages are spread over the names (see :meth:`WebSpec.url`).
     """
     if n_hosts < 1 or pages_per_host < 1:
         raise ValueError(
@@ -266,6 +439,18 @@ def generate_web(
         raise ValueError(f"n_seeds must be in 1..{n_hosts}, got {n_seeds}")
     if isinstance(host_profiles, Sequence) and len(host_profiles) != n_hosts:
         raise ValueError(f"host_profiles has {len(host_profiles)} entries, expected {n_hosts}")
+    if redirects < 0 or redirect_hops < 1:
+        raise ValueError(
+            f"need redirects >= 0 and redirect_hops >= 1, got {redirects}, {redirect_hops}"
+        )
+    if aliases and not hostnames:
+        raise ValueError("aliases need hostnames=True (an address has no aliases)")
+    for what, mapping in (("failures", failures), ("aliases", aliases)):
+        for index in mapping or {}:
+            if not 0 <= index < n_hosts:
+                raise ValueError(f"{what} key {index} out of range 0..{n_hosts - 1}")
+    if any(count < 1 for count in (aliases or {}).values()):
+        raise ValueError(f"aliases counts must be >= 1, got {dict(aliases or {})}")
 
     rng = random.Random(seed)
     # Draw every default profile even when overridden, so overrides leave links unchanged.
@@ -277,6 +462,9 @@ def generate_web(
             profiles[index] = profile
     elif host_profiles is not None:
         profiles = list(host_profiles)
+    for index, failure in (failures or {}).items():
+        _check_failure(failure, f"failures[{index}]")
+        profiles[index] = replace(profiles[index], failure=failure)
 
     hosts = tuple(
         HostSpec(
@@ -286,6 +474,9 @@ def generate_web(
             response_delay=p.response_delay,
             max_requests_per_connection=p.max_requests_per_connection,
             http10=p.http10,
+            failure=p.failure,
+            hostname=host_name(i) if hostnames else None,
+            aliases=tuple(host_name(i, j) for j in range(1, (aliases or {}).get(i, 0) + 1)),
         )
         for i, p in enumerate(profiles)
     )
@@ -345,7 +536,55 @@ def generate_web(
         pages.append(
             PageSpec(id=p, host=h, path=page_path(k), quality=quality, links=tuple(page_links))
         )
+    if redirects:
+        _add_redirects(hosts, pages, seeds, pages_per_host, redirects, redirect_hops, seed)
     return WebSpec(hosts=hosts, pages=tuple(pages), seeds=seeds)
+
+
+def _add_redirects(
+    hosts: tuple[HostSpec, ...],
+    pages: list[PageSpec],
+    seeds: tuple[int, ...],
+    pages_per_host: int,
+    redirects: int,
+    hops: int,
+    seed: int,
+) -> None:
+    """Append ``redirects`` chains of ``hops`` redirect pages to ``pages``, each linked once.
+
+    Draws only from its own generator (seeded from ``seed``), after the plain web is built.
+    """
+    rng = random.Random(f"scrapy_twolevel.testing.web.redirects:{seed}")
+    working = [h.index for h in hosts if h.failure is None]
+    if len(working) < 2:
+        raise ValueError(
+            f"redirects need two working hosts (they cross hosts), got {len(working)}"
+        )
+    n_plain = len(pages)
+    # Linked from pages a crawl reaches anyway, so every redirect is reached too.
+    sources = sorted(WebSpec(hosts, tuple(pages), seeds).reachable()) or list(range(n_plain))
+    for k in range(redirects):
+        chain = [rng.choice(working)]
+        for _ in range(hops - 1):
+            chain.append(rng.choice([h for h in working if h != chain[-1]]))
+        target_host = rng.choice([h for h in working if h != chain[-1]])
+        target = target_host * pages_per_host + rng.randrange(pages_per_host)
+        first = len(pages)
+        for j, host in enumerate(chain):
+            pages.append(
+                PageSpec(
+                    id=first + j,
+                    host=host,
+                    path=f"/r/{k}" if j == 0 else f"/r/{k}/{j}",
+                    quality=pages[target].quality,
+                    links=(),
+                    redirect_to=first + j + 1 if j + 1 < hops else target,
+                )
+            )
+        linker = pages[rng.choice(sources)]
+        links = list(linker.links)
+        links.insert(rng.randrange(len(links) + 1), first)
+        pages[linker.id] = replace(linker, links=tuple(links))
 
 
 def quality_to_priority(quality: float) -> int:
