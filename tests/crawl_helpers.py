@@ -40,3 +40,31 @@ class DropSomePaths:
     def process_request(self, request):
         if request.url.split("/", 3)[-1] in self.paths:
             raise IgnoreRequest(f"dropped {request.url}")
+
+
+class KillAfterResponses:
+    """Extension: SIGKILL this crawl process after KILL_AFTER_RESPONSES responses.
+
+    A kill -9 at a known point of the crawl, decided inside the crawl (no sleeping in the
+    test): nothing is flushed or closed, as after a crash.
+    """
+
+    def __init__(self, count):
+        self.count = count
+        self.seen = 0
+
+    @classmethod
+    def from_crawler(cls, crawler):
+        import scrapy.signals
+
+        ext = cls(crawler.settings.getint("KILL_AFTER_RESPONSES"))
+        crawler.signals.connect(ext.response_received, signal=scrapy.signals.response_received)
+        return ext
+
+    def response_received(self, **kwargs):
+        import os
+        import signal
+
+        self.seen += 1
+        if self.seen == self.count:
+            os.kill(os.getpid(), signal.SIGKILL)
