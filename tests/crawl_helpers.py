@@ -1,10 +1,57 @@
-"""Components loaded by the subprocess crawls of test_crawl.py (found through PYTHONPATH)."""
+"""Running test-web crawls in a subprocess, and components those crawls load.
+
+The components (middlewares, extensions) are found by the crawl through ``PYTHONPATH``,
+which :func:`crawl_process` points at this folder.
+"""
 
 from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 from scrapy.exceptions import IgnoreRequest
 
 from scrapy_twolevel._engine import requests_in_downloader, wake_engine
+from scrapy_twolevel.testing.spider import CrawlResult
+
+HERE = Path(__file__).resolve().parent
+
+
+def crawl_process(
+    tmp_path, web, settings, *, port=0, interrupt_after=None, extra_seeds=(), timeout=120
+):
+    """Run ``python -m scrapy_twolevel.testing crawl`` on ``web``; return (process, output).
+
+    The test web and Scrapy share one reactor in the child, over real loopback sockets.
+    """
+    web_file = tmp_path / f"web-{os.urandom(4).hex()}.json"
+    web_file.write_text(web.to_json())
+    out = tmp_path / f"result-{os.urandom(4).hex()}.json"
+    cmd = [sys.executable, "-m", "scrapy_twolevel.testing", "crawl", "--web", str(web_file)]
+    cmd += ["--output", str(out), "--port", str(port)]
+    if interrupt_after is not None:
+        cmd += ["--interrupt-after", str(interrupt_after)]
+    for url in extra_seeds:
+        cmd += ["--extra-seed", url]
+    for name, value in settings.items():
+        cmd += ["--set", f"{name}={json.dumps(value)}"]
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(HERE), os.environ.get("PYTHONPATH")])),
+    }
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+    return proc, out
+
+
+def crawl(tmp_path, web, settings, **kwargs) -> CrawlResult:
+    """Run one crawl (see :func:`crawl_process`); it must succeed. Return its result."""
+    proc, out = crawl_process(tmp_path, web, settings, **kwargs)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return CrawlResult.from_dict(json.loads(out.read_text()))
+
 
 
 class InternalsProbe:

@@ -1,72 +1,27 @@
 """Integration: real crawls (CrawlerProcess in a subprocess) against the local test web.
 
-Each crawl runs ``python -m scrapy_twolevel.testing crawl``: the test web and Scrapy share
-one reactor, over real loopback sockets; the server counts what the crawler did to each
-host, so politeness is checked from the server's side.
+Each crawl runs ``python -m scrapy_twolevel.testing crawl`` (``crawl_helpers.crawl``): the
+test web and Scrapy share one reactor, over real loopback sockets; the server counts what
+the crawler did to each host, so politeness is checked from the server's side.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
-import subprocess
-import sys
-from pathlib import Path
 from statistics import mean
 
 import pytest
+from crawl_helpers import crawl, crawl_process
 
 from scrapy_twolevel.hostkey import make_host_key
 from scrapy_twolevel.testing import HostProfile, generate_web
-from scrapy_twolevel.testing.spider import CrawlResult
 
-HERE = Path(__file__).parent
 POLICIES = ["breadth-first", "performance-first", "quality-first", "crawl-capability"]
 TWOLEVEL = {
     "SCHEDULER": "scrapy_twolevel.scheduler.TwoLevelScheduler",
     "DOWNLOADER_MIDDLEWARES": {"scrapy_twolevel.middleware.HostMetricsMiddleware": 950},
 }
-
-
-def crawl_process(
-    tmp_path, web, settings, *, port=0, interrupt_after=None, extra_seeds=(), timeout=120
-):
-    """Run one crawl in a subprocess; return the finished process and where it wrote."""
-    web_file = tmp_path / f"web-{os.urandom(4).hex()}.json"
-    web_file.write_text(web.to_json())
-    out = tmp_path / f"result-{os.urandom(4).hex()}.json"
-    cmd = [
-        sys.executable,
-        "-m",
-        "scrapy_twolevel.testing",
-        "crawl",
-        "--web",
-        str(web_file),
-        "--output",
-        str(out),
-        "--port",
-        str(port),
-    ]
-    if interrupt_after is not None:
-        cmd += ["--interrupt-after", str(interrupt_after)]
-    for url in extra_seeds:
-        cmd += ["--extra-seed", url]
-    for name, value in settings.items():
-        cmd += ["--set", f"{name}={json.dumps(value)}"]
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]),
-    }
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
-    return proc, out
-
-
-def crawl(tmp_path, web, settings, **kwargs):
-    """Run one crawl in a subprocess; return its CrawlResult."""
-    proc, out = crawl_process(tmp_path, web, settings, **kwargs)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return CrawlResult.from_dict(json.loads(out.read_text()))
 
 
 def assert_polite(result):

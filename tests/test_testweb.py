@@ -24,6 +24,7 @@ from typing import Any, BinaryIO
 from urllib.parse import urlsplit
 
 import pytest
+from crawl_helpers import crawl
 from scrapy.http import HtmlResponse
 from scrapy.utils.misc import build_from_crawler
 from scrapy.utils.test import get_crawler
@@ -838,27 +839,7 @@ def test_full_crawl_with_the_stock_scheduler(tmp_path: Path) -> None:
         HostProfile(connect_delay=0.01, response_delay=0.02, max_requests_per_connection=50),
     ]
     web = generate_web(3, 5, seed=11, host_profiles=profiles, n_seeds=1)
-    (tmp_path / "web.json").write_text(web.to_json())
-    out = tmp_path / "result.json"
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "scrapy_twolevel.testing",
-            "crawl",
-            "--web",
-            str(tmp_path / "web.json"),
-            "--output",
-            str(out),
-            "--set",
-            "CONCURRENT_REQUESTS=4",
-        ],
-        check=True,
-        env=_env(),
-        timeout=60,
-        stdout=subprocess.DEVNULL,
-    )
-    result = spider_mod.CrawlResult.from_dict(json.loads(out.read_text()))
+    result = crawl(tmp_path, web, {"CONCURRENT_REQUESTS": 4}, timeout=60)
     reachable = web.reachable()
     assert len(reachable) == 15
     assert result.server.fetch_counts() == dict.fromkeys(reachable, 1)  # stock dupefilter
@@ -930,27 +911,6 @@ def test_resolver_honours_dnscache_enabled_and_rejects_bad_maps(dnscache: Any) -
 # -- crawls of webs with failures, redirects and names -----------------------------------------
 
 
-def _crawl(tmp_path: Path, web: WebSpec, settings: dict[str, Any]) -> spider_mod.CrawlResult:
-    """One ``python -m scrapy_twolevel.testing crawl`` in a subprocess (like test_crawl.py)."""
-    (tmp_path / "web.json").write_text(web.to_json())
-    out = tmp_path / "result.json"
-    cmd = [
-        sys.executable,
-        "-m",
-        "scrapy_twolevel.testing",
-        "crawl",
-        "--web",
-        str(tmp_path / "web.json"),
-        "--output",
-        str(out),
-    ]
-    for name, value in settings.items():
-        cmd += ["--set", f"{name}={json.dumps(value)}"]
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=_env(), timeout=120)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return spider_mod.CrawlResult.from_dict(json.loads(out.read_text()))
-
-
 QUICK = HostProfile(connect_delay=0.002, response_delay=0.003, max_requests_per_connection=20)
 
 
@@ -967,7 +927,7 @@ def test_crawl_follows_redirects_across_named_hosts(tmp_path: Path) -> None:
     )
     redirects = {p.id for p in web.pages if p.redirect_to is not None}
     assert len(redirects) == 8 and redirects <= web.reachable()
-    result = _crawl(tmp_path, web, {"CONCURRENT_REQUESTS": 4})
+    result = crawl(tmp_path, web, {"CONCURRENT_REQUESTS": 4})
     server = result.server
     assert server.fetch_counts() == {page: 1 for page in web.reachable()}
     assert {e.page_id for e in server.events if e.status == 301} == redirects
@@ -990,7 +950,7 @@ def test_crawl_against_failing_hosts_counts_every_attempt(tmp_path: Path) -> Non
     tried = {h: {p for p in unfetchable if web.pages[p].host == h} for h in failures}
     assert all(tried.values()), tried  # each failing host has pages the crawl will try
     attempts = 2  # RETRY_TIMES=1: each request is tried twice, then given up
-    result = _crawl(
+    result = crawl(
         tmp_path, web, {"CONCURRENT_REQUESTS": 4, "DOWNLOAD_TIMEOUT": 1, "RETRY_TIMES": 1}
     )
     server = result.server
