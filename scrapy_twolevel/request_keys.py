@@ -65,39 +65,28 @@ def split_host(url: str) -> tuple[str, str]:
     return match[1].lower(), host.lower()
 
 
-def user_slot(request: Request) -> str | None:
-    """The ``download_slot`` the user chose for ``request``, or ``None`` (none, or stale)."""
-    meta = peek_meta(request)
-    slot = meta.get(SLOT_META_KEY)
-    if slot is None or (HOST_META_KEY in meta and not meta.get(USER_SLOT_META_KEY)):
-        return None
-    return str(slot)
-
-
 def make_request_host(mode: str, resolved: Any = None) -> Callable[[Request], str]:
     """Return ``request -> lane``, :data:`PLAIN_LANE` for requests with no network host.
 
-    The lane is the user's ``download_slot`` (see :func:`user_slot`) or the key of the
-    URL's hostname. Raises ``ValueError`` for a URL that cannot be parsed. Nothing is
-    cached per URL: parsing costs about a microsecond, a cache entry ~100 bytes.
+    The lane is the ``download_slot`` the user chose, or the key of the URL's hostname. A
+    stale ``download_slot`` (see the module docstring) is removed from the request's meta
+    on the way. Raises ``ValueError`` for a URL that cannot be parsed. Nothing is cached
+    per URL: parsing costs about a microsecond, a cache entry ~100 bytes.
     """
     key_of = make_host_key(mode, resolved)
 
     def host_of(request: Request) -> str:
-        slot = user_slot(request)
-        if slot is not None:
-            return slot
+        meta = peek_meta(request)
+        if meta:
+            slot = meta.get(SLOT_META_KEY)
+            if slot is not None:
+                if HOST_META_KEY not in meta or meta.get(USER_SLOT_META_KEY):
+                    return str(slot)  # the user's choice
+                del request.meta[SLOT_META_KEY]  # stale: the copied request's slot
         scheme, hostname = split_host(request.url)
         return key_of(hostname) if hostname and scheme in NETWORK_SCHEMES else PLAIN_LANE
 
     return host_of
-
-
-def forget_stale_slot(request: Request) -> None:
-    """Remove a ``download_slot`` copied from another request (see the module docstring)."""
-    meta = peek_meta(request)
-    if SLOT_META_KEY in meta and user_slot(request) is None:
-        del request.meta[SLOT_META_KEY]
 
 
 def mark_lane(request: Request, lane: str) -> None:

@@ -60,7 +60,7 @@ from .frontier import (
 )
 from .frontier.sqlite_store import ShapeMismatch, SqliteStore, StateError
 from .request_codec import decode_request, encode_request
-from .request_keys import forget_stale_slot, make_quality, make_request_host, mark_lane
+from .request_keys import make_quality, make_request_host, mark_lane
 from .signals import host_failed, host_measured
 
 if TYPE_CHECKING:
@@ -127,7 +127,7 @@ def _metrics_middleware_enabled(crawler: Crawler) -> bool:
             continue
         try:
             cls = load_object(path) if isinstance(path, str) else path
-        except (ImportError, NameError, ValueError):
+        except Exception:  # Scrapy reports a middleware it cannot load itself
             continue
         if isinstance(cls, type) and issubclass(cls, HostMetricsMiddleware):
             return True
@@ -437,7 +437,6 @@ class TwoLevelScheduler(BaseScheduler):
 
     def _lane(self, request: Request) -> str:
         try:
-            forget_stale_slot(request)
             return self._host_of(request)
         except Exception:
             self._count_once(
