@@ -9,7 +9,8 @@ estimates. It keeps no estimates itself: one owner, one place to persist them.
 A request that fails to download is evidence too: the middleware times it from
 ``process_request`` (so the time includes any download delay of the slot) and sends
 :data:`~scrapy_twolevel.signals.host_failed`, telling timeouts from connection failures.
-``IgnoreRequest`` says nothing about the host and is not counted.
+``IgnoreRequest`` says nothing about the host: it is reported as a response with nothing
+measured, so the scheduler still learns that the request is finished.
 """
 
 from __future__ import annotations
@@ -76,14 +77,15 @@ class HostMetricsMiddleware:
     def from_crawler(cls, crawler: Crawler) -> Self:
         from scrapy.resolver import dnscache
 
-        config = TwoLevelConfig.from_settings(crawler.settings)
         from .scheduler import check_job_state, resolve_settings, uses_this_scheduler
 
         if uses_this_scheduler(crawler):
             # Built before the spider opens: the one place a settings or JOBDIR error stops
             # the crawl with a single message (see resolve_settings).
-            _, policy, _ = resolve_settings(crawler)
+            config, policy, _ = resolve_settings(crawler)
             check_job_state(crawler, config, policy)
+        else:
+            config = TwoLevelConfig.from_settings(crawler.settings)
         assert crawler.stats is not None
         return cls(
             crawler.signals,
@@ -105,6 +107,7 @@ class HostMetricsMiddleware:
         request.meta[SENT_AT_META_KEY] = self._clock()
 
     def process_response(self, request: Request, response: Response) -> Response:
+        request.meta.pop(SENT_AT_META_KEY, None)  # used up: copies must not inherit it
         host = self._host(request)
         if host is None:
             return response
@@ -153,7 +156,7 @@ class HostMetricsMiddleware:
             return
         self.tracker.connection_lost(host)
         self._stats.inc_value("twolevel/metrics/failures")
-        sent_at = request.meta.get(SENT_AT_META_KEY)
+        sent_at = request.meta.pop(SENT_AT_META_KEY, None)
         elapsed = self._clock() - sent_at if isinstance(sent_at, float) else 0.0
         self._signals.send_catch_log(
             host_failed,
