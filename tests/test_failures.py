@@ -183,20 +183,20 @@ def test_host_is_given_up_after_failed_sessions_in_a_row_and_its_urls_dropped():
     for i in range(10):
         f.push("dead", 1.0, i)
     waits = []
-    for _ in range(3):
-        f.pop()
-        fail(f, "dead", timeout=True, elapsed=5.0)
-        f.pop()
-        fail(f, "dead", timeout=True, elapsed=5.0)
+    for session in range(3):
+        for _ in range(2 if session == 0 else 1):  # after a back-off: a one-request probe
+            assert f.pop() is not None
+            fail(f, "dead", timeout=True, elapsed=5.0)
+        assert f.pop() is None
         retry = f.next_retry_at()
         if retry is not None:
             waits.append(retry - clock.now)
             clock.now = retry
     assert waits == [10.0, 20.0]  # the third failed session gives up: no third wait
-    assert given_up == [("dead", 4)]  # 10 queued - 6 tried
-    assert (f.hosts_given_up, f.dropped_host_failed, len(f)) == (1, 4, 0)
+    assert given_up == [("dead", 6)]  # 10 queued - 2 tried - 2 probes
+    assert (f.hosts_given_up, f.dropped_host_failed, len(f)) == (1, 6, 0)
     assert f.push("dead", 1.0, "late") is False  # later URLs are dropped as they come
-    assert f.dropped_host_failed == 5 and len(f) == 0
+    assert f.dropped_host_failed == 7 and len(f) == 0
     assert f.pop() is None
     assert f.push("alive", 1.0, "x") is True and f.pop() == ("alive", "x")
 
@@ -234,3 +234,23 @@ def test_no_limit_on_open_hosts():
     popped = [f.pop() for _ in range(100)]
     assert all(p is not None for p in popped)
     assert f.open_hosts == 100 and f.pop() is None  # every host busy
+
+
+def test_after_a_back_off_one_probe_then_full_sessions_once_it_answers():
+    f, clock, _ = frontier()
+    for i in range(10):
+        f.push("h", 1.0, i)
+    f.pop()
+    fail(f, "h")
+    f.pop()
+    fail(f, "h")  # failed session: back off
+    clock.now = f.next_retry_at()
+    f.pop()
+    assert f.host("h").session_budget == 1  # the probe
+    f.observe(
+        "h", latency=0.01, new_connection=True, served_on_connection=1, closed_by_server=False
+    )
+    f.done("h")  # it answered: the probe session ends normally, the streaks are reset
+    assert f.failed_sessions == 1 and f.next_retry_at() is None
+    f.pop()
+    assert f.host("h").session_budget == 7  # min(50 per connection, 7 queued): full again

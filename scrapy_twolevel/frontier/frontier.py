@@ -394,6 +394,9 @@ class TwoLevelFrontier:
         host.session_ok = False
         host.session_failed = False
         host.session_budget = host.estimate.batch_size(len(host.queue))
+        if host.failed_sessions:
+            # Back from a back-off: one request (a probe) tells whether the host answers again.
+            host.session_budget = 1
         host.session_started = self._clock()
         self._open += 1
         return host
