@@ -1,7 +1,8 @@
 """Every use of Scrapy internals, isolated here so a Scrapy change breaks in one place.
 
 Scrapy has no public hook to (a) wake the engine when a scheduler that held requests back
-has one ready again, (b) ask which requests are still inside the downloader, or (c) read a
+has one ready again, (b) ask which requests are still inside the downloader or the
+engine (for leases, :func:`requests_in_progress`), or (c) read a
 request's meta without creating an empty dict for it (millions of pending requests would
 each get one). (a) and (b) are checked inside a real crawl by
 ``test_scrapy_internals_we_rely_on_still_exist`` in ``tests/test_crawl.py``, (c) by
@@ -51,6 +52,17 @@ def requests_in_downloader(crawler: Crawler) -> Container[Any] | None:
     """
     downloader = getattr(_engine(crawler), "downloader", None)
     return getattr(downloader, "active", None)
+
+
+def requests_in_progress(crawler: Crawler) -> Container[Any] | None:
+    """Requests the engine has taken from the scheduler and not finished with.
+
+    The engine removes a request only after its downloader output is handled: the
+    response's callback output processed (its requests queued), or the redirect or
+    retry request a middleware returned queued. ``None`` when there is no engine.
+    """
+    slot = getattr(_engine(crawler), "_slot", None)
+    return getattr(slot, "inprogress", None)
 
 
 def peek_meta(request: Request) -> Mapping[str, Any]:

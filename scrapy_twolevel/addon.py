@@ -9,16 +9,18 @@ if TYPE_CHECKING:
 
 SCHEDULER_PATH = "scrapy_twolevel.scheduler.TwoLevelScheduler"
 MIDDLEWARE_PATH = "scrapy_twolevel.middleware.HostMetricsMiddleware"
+DUPEFILTER_PATH = "scrapy_twolevel.dupefilter.SeenCacheDupeFilter"
 MIDDLEWARE_ORDER = 950
 
 
 class Addon:
-    """Sets ``SCHEDULER`` and adds the host metrics middleware to ``DOWNLOADER_MIDDLEWARES``.
+    """Sets ``SCHEDULER`` and ``DUPEFILTER_CLASS`` and adds the host metrics middleware.
 
-    The same as the two manual lines in ``settings.py``. Scrapy calls add-ons after the
+    The same as the three manual lines in ``settings.py``. Scrapy calls add-ons after the
     project's, the spider's and the command line's settings are in, and both yield to them:
 
-    * ``SCHEDULER`` is set at ``"addon"`` priority: a ``SCHEDULER`` set anywhere else wins.
+    * ``SCHEDULER`` and ``DUPEFILTER_CLASS`` are set at ``"addon"`` priority: a value set
+      anywhere else (the project, the spider, the command line) wins.
     * The middleware is added at order 950 with Scrapy's
       ``setdefault_in_component_priority_dict``, unless the dict in effect already lists it,
       by import path or by class (so a project's own order for it, or ``None`` to disable
@@ -30,6 +32,7 @@ class Addon:
         from .middleware import HostMetricsMiddleware
 
         settings.set("SCHEDULER", SCHEDULER_PATH, priority="addon")
+        settings.set("DUPEFILTER_CLASS", DUPEFILTER_PATH, priority="addon")
         settings.setdefault_in_component_priority_dict(
             "DOWNLOADER_MIDDLEWARES", HostMetricsMiddleware, MIDDLEWARE_ORDER
         )

@@ -17,6 +17,7 @@ from typing import Any, Protocol
 
 from .frontier.estimates import CostParams
 from .frontier.failures import FailurePolicy
+from .seen.cache import CACHE_POLICIES
 
 HOST_KEYS = ("hostname", "domain", "ip")
 BUILTIN_POLICY_NAMES = ("breadth-first", "performance-first", "quality-first", "crawl-capability")
@@ -45,7 +46,21 @@ DEFAULTS: dict[str, Any] = {
     "TWOLEVEL_BACKOFF": _FAILURES.backoff,
     "TWOLEVEL_BACKOFF_MAX": _FAILURES.backoff_max,
     "TWOLEVEL_FAILED_SESSIONS": _FAILURES.failed_sessions,
+    # The seen cache (scrapy_twolevel.dupefilter.SeenCacheDupeFilter)
+    "TWOLEVEL_SEEN_MODE": "exact",
+    "TWOLEVEL_SEEN_CACHE_POLICY": "lru",
+    "TWOLEVEL_SEEN_CACHE_SIZE": 1 << 16,
+    "TWOLEVEL_SEEN_ERROR_RATE": None,  # None: 0.01 in exact mode, 0.0001 in bloom-only
+    "TWOLEVEL_SEEN_BLOOM": "builtin",
+    "TWOLEVEL_SEEN_INITIAL_CAPACITY": 1 << 20,
+    "TWOLEVEL_SEEN_PATH": None,  # None: JOBDIR, else a temporary file removed at close
 }
+
+SEEN_MODES = ("exact", "bloom-only")
+SEEN_BLOOMS = ("builtin", "pybloom-live")
+#: Filter error rate when TWOLEVEL_SEEN_ERROR_RATE is not set. Exact mode: a "maybe" costs
+#: one store lookup. Bloom-only: a "maybe" loses a new URL.
+DEFAULT_SEEN_ERROR_RATE = {"exact": 0.01, "bloom-only": 0.0001}
 
 
 class SettingsError(ValueError):
@@ -238,4 +253,49 @@ class TwoLevelConfig:
             commit_interval=_float_setting(
                 settings, "TWOLEVEL_COMMIT_INTERVAL", "seconds > 0", lambda v: v > 0
             ),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class SeenConfig:
+    """The ``TWOLEVEL_SEEN_*`` settings of the seen cache (``SeenCacheDupeFilter``)."""
+
+    mode: str
+    cache_policy: str
+    cache_size: int
+    error_rate: float
+    bloom: str
+    initial_capacity: int
+    path: str | None
+
+    @classmethod
+    def from_settings(cls, settings: _Settings) -> SeenConfig:
+        mode = _choice(settings, "TWOLEVEL_SEEN_MODE", SEEN_MODES)
+        if settings.get("TWOLEVEL_SEEN_ERROR_RATE") is None:
+            error_rate = DEFAULT_SEEN_ERROR_RATE[mode]
+        else:
+            error_rate = _float_setting(
+                settings,
+                "TWOLEVEL_SEEN_ERROR_RATE",
+                "a number in [0.000001, 0.5]",
+                lambda v: 1e-6 <= v <= 0.5,
+            )
+        path = _get(settings, "TWOLEVEL_SEEN_PATH")
+        if path is not None and not isinstance(path, str):
+            raise SettingsError(f"TWOLEVEL_SEEN_PATH={path!r} is not a path (a string)")
+        return cls(
+            mode=mode,
+            cache_policy=_choice(settings, "TWOLEVEL_SEEN_CACHE_POLICY", CACHE_POLICIES),
+            cache_size=_int_setting(
+                settings, "TWOLEVEL_SEEN_CACHE_SIZE", "an integer >= 0", lambda v: v >= 0
+            ),
+            error_rate=error_rate,
+            bloom=_choice(settings, "TWOLEVEL_SEEN_BLOOM", SEEN_BLOOMS),
+            initial_capacity=_int_setting(
+                settings,
+                "TWOLEVEL_SEEN_INITIAL_CAPACITY",
+                "an integer >= 1000",
+                lambda v: v >= 1000,
+            ),
+            path=path or None,
         )

@@ -25,11 +25,18 @@ ends in a cascade whose last line is ``RuntimeError: Engine slot not assigned``;
 
 Job directory contents (with ``JOBDIR``):
 
-- ``twolevel/frontier.sqlite3``: pending requests, per host (see
-  :mod:`scrapy_twolevel.frontier.sqlite_store`), encoded as JSON, never pickled.
+- ``twolevel/frontier.sqlite3``: pending requests, per host, the requests handed out
+  and not yet finished (leases), and, with :class:`~scrapy_twolevel.dupefilter.SeenCacheDupeFilter`,
+  the seen set, all in one transaction stream (see :mod:`scrapy_twolevel.storage.sqlite`);
+  requests are encoded as JSON, never pickled.
 - ``twolevel/hosts.json``: host estimates, written when the crawl stops.
 
 Both carry a format marker; a file that does not match is reported, never overwritten.
+
+A request handed out stays leased in the file until the engine has finished with it —
+its response handled and the requests it produced queued, or its redirect or retry
+queued — which the scheduler learns by watching the engine's in-progress set at every
+commit. A crawl killed at any moment resumes with its leased requests queued again.
 """
 
 from __future__ import annotations
@@ -47,7 +54,7 @@ from scrapy.core.scheduler import BaseScheduler
 from scrapy.utils.job import job_dir
 from scrapy.utils.misc import build_from_crawler, load_object
 
-from ._engine import requests_in_downloader, wake_engine
+from ._engine import requests_in_downloader, requests_in_progress, wake_engine
 from .addon import MIDDLEWARE_PATH
 from .config import SettingsError, TwoLevelConfig, unknown_settings
 from .frontier import (
@@ -58,10 +65,10 @@ from .frontier import (
     TwoLevelFrontier,
     memory_queue,
 )
-from .frontier.sqlite_store import ShapeMismatch, SqliteStore, StateError
 from .request_codec import decode_request, encode_request
 from .request_keys import make_quality, make_request_host, mark_lane
 from .signals import host_failed, host_measured
+from .storage.sqlite import Leased, ShapeMismatch, SqliteStore, StateError
 
 if TYPE_CHECKING:
     from typing import Self
@@ -198,6 +205,8 @@ class TwoLevelScheduler(BaseScheduler):
         self.frontier: TwoLevelFrontier | None = None
         self._store: SqliteStore | None = None
         self._in_flight: dict[Request, str] = {}
+        #: Requests handed out from the JOBDIR file and not yet finished -> their row.
+        self._leases: dict[Request, int] = {}
         self._held_back = False
         self._connected = False
         self._warned: set[str] = set()
@@ -263,7 +272,29 @@ class TwoLevelScheduler(BaseScheduler):
         self.crawler.signals.connect(self._host_failed, host_failed)
         self._connected = True
         self.stats.set_value("twolevel/policy", self.policy.name)
+        if self._store is not None:
+            self._share_store_with_dupefilter(self._store)
         return self.df.open()
+
+    def _share_store_with_dupefilter(self, store: SqliteStore) -> None:
+        if store.resumed_leases:
+            self.stats.set_value("twolevel/leases_resumed", store.resumed_leases)
+        store.before_commit(self._release_finished)
+        attach = getattr(self.df, "attach_store", None)
+        if attach is not None:
+            attach(store)
+            return
+        from scrapy.dupefilters import RFPDupeFilter
+
+        if isinstance(self.df, RFPDupeFilter):
+            logger.warning(
+                "With JOBDIR, %(df)s records seen requests apart from the queue, so a killed "
+                "crawl can lose URLs for good (marked seen, never fetched). Set "
+                'DUPEFILTER_CLASS = "scrapy_twolevel.dupefilter.SeenCacheDupeFilter" (the '
+                "add-on does) to keep both in one store.",
+                {"df": type(self.df).__name__},
+                extra={"spider": self.spider},
+            )
 
     def _open_frontier(self) -> TwoLevelFrontier:
         queue_factory = memory_queue
@@ -306,6 +337,8 @@ class TwoLevelScheduler(BaseScheduler):
             if timer is not None:
                 timer.cancel()
         self._commit_timer = self._wake_timer = None
+        if self._store is not None:
+            self._release_finished()
         if self.frontier is not None:
             self._report_hosts()
             if self.statedir is not None:
@@ -359,13 +392,15 @@ class TwoLevelScheduler(BaseScheduler):
                 self._arm_commit()
                 return None
             host, item = popped
-            if not isinstance(item, bytes):
+            if not isinstance(item, Leased):
                 request = item
                 self._inc_stat("scheduler/dequeued/memory")
                 break
             try:
-                request = decode_request(item, self.spider)
+                request = decode_request(item.data, self.spider)
             except Exception as exc:
+                assert self._store is not None
+                self._store.release(item.seq)
                 # A damaged row, or a class or callback the spider no longer has (renamed
                 # code raises anything from ValueError to ModuleNotFoundError): nothing to
                 # hand out, so the host is free again; say so once, count every case.
@@ -378,6 +413,7 @@ class TwoLevelScheduler(BaseScheduler):
                 )
                 continue
             self._inc_stat("scheduler/dequeued/disk")
+            self._leases[request] = item.seq
             break
         self._inc_stat("scheduler/dequeued")
         if host != PLAIN_LANE:
@@ -510,6 +546,22 @@ class TwoLevelScheduler(BaseScheduler):
                 self.logunser = False
             self._inc_stat("scheduler/unserializable")
             return request
+
+    def _release_finished(self) -> None:
+        """Release the leases of requests the engine is done with (runs before each commit).
+
+        The engine keeps a request in progress until its output is handled: the response's
+        callback output queued, or a redirect or retry queued. Without access to that set,
+        a request is finished when its outcome was reported.
+        """
+        if not self._leases or self._store is None:
+            return
+        active = requests_in_progress(self.crawler)
+        if active is None:
+            active = self._in_flight
+        finished = [r for r in self._leases if r not in active]
+        for request in finished:
+            self._store.release(self._leases.pop(request))
 
     def _arm_commit(self) -> None:
         """Commit the JOBDIR frontier within ``TWOLEVEL_COMMIT_INTERVAL`` of a write."""

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from scrapy.exceptions import IgnoreRequest
 
-from scrapy_twolevel._engine import requests_in_downloader, wake_engine
+from scrapy_twolevel._engine import requests_in_downloader, requests_in_progress, wake_engine
 from scrapy_twolevel.testing.spider import CrawlResult
 
 HERE = Path(__file__).resolve().parent
@@ -70,6 +70,9 @@ class InternalsProbe:
         active = requests_in_downloader(self.crawler)
         if active is not None and request in active:
             stats.inc_value("probe/in_downloader")
+        in_progress = requests_in_progress(self.crawler)
+        if in_progress is not None and request in in_progress:
+            stats.inc_value("probe/in_progress")
         if wake_engine(self.crawler):
             stats.inc_value("probe/woke_engine")
 
@@ -115,3 +118,30 @@ class KillAfterResponses:
         self.seen += 1
         if self.seen == self.count:
             os.kill(os.getpid(), signal.SIGKILL)
+
+
+class FetchLog:
+    """Extension: append ``<time> <url>`` for every response to FETCH_LOG, unbuffered.
+
+    What a crawl fetched survives a SIGKILL of the crawl (the server's counts die with
+    it). Enable it before :class:`KillAfterResponses` so the fatal response is logged.
+    """
+
+    def __init__(self, path):
+        import os
+
+        self.fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+
+    @classmethod
+    def from_crawler(cls, crawler):
+        import scrapy.signals
+
+        ext = cls(crawler.settings["FETCH_LOG"])
+        crawler.signals.connect(ext.response_received, signal=scrapy.signals.response_received)
+        return ext
+
+    def response_received(self, response, **kwargs):
+        import os
+        import time
+
+        os.write(self.fd, f"{time.time():.6f} {response.url}\n".encode())

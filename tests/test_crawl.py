@@ -243,6 +243,7 @@ def test_scrapy_internals_we_rely_on_still_exist(tmp_path):
     assert stats["probe/requests"] == len(web.reachable())
     assert stats["probe/in_downloader"] == stats["probe/requests"]
     assert stats["probe/woke_engine"] == stats["probe/requests"]
+    assert stats["probe/in_progress"] == stats["probe/requests"]
 
 
 @pytest.mark.parametrize("with_middleware", [True, False], ids=["middleware", "fallback"])

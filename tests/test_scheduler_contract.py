@@ -12,10 +12,10 @@ import pytest
 from scrapy import Request, Spider, signals
 from scrapy.utils.test import get_crawler
 
-from scrapy_twolevel.frontier.sqlite_store import StateError
 from scrapy_twolevel.request_keys import HOST_META_KEY
 from scrapy_twolevel.scheduler import TwoLevelScheduler
 from scrapy_twolevel.signals import host_measured
+from scrapy_twolevel.storage.sqlite import StateError
 
 MIDDLEWARE = {"scrapy_twolevel.middleware.HostMetricsMiddleware": 950}
 

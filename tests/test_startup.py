@@ -70,7 +70,7 @@ def test_corrupt_jobdir_is_named_once_and_left_untouched(tmp_path):
         port = probe.getsockname()[1]
     proc = scrapy_crawl("-s", f"JOBDIR={tmp_path / 'job'}", "-s", f"TWOLEVEL_TESTWEB_PORT={port}")
     assert proc.returncode != 0
-    assert f"StateError: {frontier} is not a scrapy_twolevel frontier file" in last_line(
+    assert f"StateError: {frontier} is not a scrapy_twolevel state file" in last_line(
         proc.stderr
     )
     assert not any(word in proc.stderr for word in CASCADE), proc.stderr[-3000:]

@@ -12,7 +12,7 @@ from scrapy_twolevel.frontier import (
     QualityHostQueue,
     TwoLevelFrontier,
 )
-from scrapy_twolevel.frontier.sqlite_store import ShapeMismatch, SqliteStore, StateError
+from scrapy_twolevel.storage.sqlite import ShapeMismatch, SqliteStore, StateError
 
 
 class MemoryBackend:
@@ -85,8 +85,14 @@ def test_sqlite_queue_survives_reopen(tmp_path):
     q = backend.queue("h")
     for seq in range(10):
         q.push(float(seq % 3), seq, str(seq).encode())
-    q.pop()
+    finished = q.pop()
+    assert finished == b"2" and finished.seq == 2
+    backend.store.release(finished.seq)
+    in_flight = q.pop()
+    assert in_flight == b"5"
     backend.reopen()
+    # The released request is gone; the one still leased is queued again.
+    assert backend.store.resumed_leases == 1
     assert dict(backend.store.stored_hosts()) == {"h": 9}
     assert backend.store.max_seq() == 9
     q2 = backend.queue("h")
@@ -102,8 +108,9 @@ def test_frontier_resumes_from_sqlite_with_nothing_lost(tmp_path):
     for i in range(30):
         f.push(f"h{i % 4}", float(i), f"{i}".encode())
     first = [f.pop() for _ in range(2)]
-    for host, _ in first:
+    for host, item in first:
         f.done(host)
+        store.release(item.seq)  # finished: not served again
     f.close()
     store.close()
 
@@ -139,7 +146,7 @@ def test_corrupt_file_is_reported_and_left_untouched(tmp_path):
     path = tmp_path / "f.sqlite3"
     path.write_bytes(b"this is not sqlite at all" * 100)
     before = path.read_bytes()
-    with pytest.raises(StateError, match=r"f\.sqlite3 is not a scrapy_twolevel frontier file"):
+    with pytest.raises(StateError, match=r"f\.sqlite3 is not a scrapy_twolevel state file"):
         SqliteStore(path)
     assert path.read_bytes() == before
 

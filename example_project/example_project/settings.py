@@ -4,8 +4,9 @@ BOT_NAME = "example_project"
 SPIDER_MODULES = ["example_project.spiders"]
 NEWSPIDER_MODULE = "example_project.spiders"
 
-# --- scrapy_twolevel: the two lines a project adds (or ADDONS = {"scrapy_twolevel.Addon": 0})
+# --- scrapy_twolevel: the three lines a project adds (or ADDONS = {"scrapy_twolevel.Addon": 0})
 SCHEDULER = "scrapy_twolevel.scheduler.TwoLevelScheduler"
+DUPEFILTER_CLASS = "scrapy_twolevel.dupefilter.SeenCacheDupeFilter"
 DOWNLOADER_MIDDLEWARES = {"scrapy_twolevel.middleware.HostMetricsMiddleware": 950}
 TWOLEVEL_POLICY = "crawl-capability"
 

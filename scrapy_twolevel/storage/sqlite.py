@@ -1,4 +1,10 @@
-"""Per-host queues on disk, in one SQLite file, for JOBDIR crawls.
+"""One SQLite file per JOBDIR crawl: per-host queues, leases, and the seen set.
+
+Pending requests, the requests handed out but not yet finished (leases), and the keys of
+every request seen share one file and one transaction stream, so a kill at any moment
+leaves a consistent state: a key is durable only together with the queued request it
+let through, and a request handed out stays in the file until the engine is done with
+its response (and so until the requests it produced are queued).
 
 Pending requests live on disk so a frontier of millions fits in bounded RAM: in memory
 each host keeps only its queue length and a cache of its session head (the sum of its
@@ -12,6 +18,14 @@ frontier outgrows SQLite's page cache, an insert costs about a fifth of what it 
 table clustered by ``(host, -quality, seq)``; a pop costs more, as a host's next row sits
 on a page of its own, but less than the insert saved (``benchmarks/scheduler_overhead.py``
 measures both).
+
+A pop moves the row to ``leases``; :meth:`SqliteStore.release` deletes it once the
+request is finished. Reopening the file moves every lease back into its host's queue:
+those requests were in flight when the crawl stopped and are served again.
+
+Seen keys (:class:`SqliteSeenStore`) are 16-byte blobs in a ``WITHOUT ROWID`` table. New
+keys wait in a set in memory and are written in key order in the same transaction as the
+frontier rows, just before each commit.
 
 Durability is Scrapy's: rows reach the OS (``synchronous=OFF``: no fsync, like Scrapy's
 own disk queues) at every commit: at most ``commit_every`` writes apart, at the first
@@ -39,10 +53,10 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from .queues import FifoHostQueue, HostQueue, QualityHostQueue
+from ..frontier.queues import FifoHostQueue, HostQueue, QualityHostQueue
 
 #: Format marker stored in the file; bump when the schema changes.
-FORMAT = "scrapy_twolevel.frontier/3"
+FORMAT = "scrapy_twolevel.frontier/4"
 #: Prefix of the meta rows that hold the file's shape.
 _SHAPE_PREFIX = "shape:"
 
@@ -53,7 +67,13 @@ CREATE TABLE IF NOT EXISTS requests (
     seq INTEGER PRIMARY KEY, host INTEGER NOT NULL, negq REAL NOT NULL, data BLOB NOT NULL
 );
 CREATE INDEX IF NOT EXISTS requests_order ON requests (host, negq);
+CREATE TABLE IF NOT EXISTS leases (
+    seq INTEGER PRIMARY KEY, host INTEGER NOT NULL, negq REAL NOT NULL, data BLOB NOT NULL
+);
+CREATE TABLE IF NOT EXISTS seen (key BLOB PRIMARY KEY) WITHOUT ROWID;
 """
+#: Prefix of the meta rows that say how the seen keys were made.
+_SEEN_PREFIX = "seen:"
 
 
 class StateError(ValueError):
@@ -73,7 +93,7 @@ class ShapeMismatch(StateError):
 
 def _not_ours(path: Path, exc: Exception) -> StateError:
     return StateError(
-        f"{path} is not a scrapy_twolevel frontier file ({exc}); it was left "
+        f"{path} is not a scrapy_twolevel state file ({exc}); it was left "
         "untouched. Use a fresh JOBDIR, or delete the file to start over."
     )
 
@@ -121,10 +141,17 @@ class SqliteStore:
         self._clock = clock
         self._last_commit = clock()
         self._uncommitted = 0
+        self._before_commit: list[Callable[[], None]] = []
         self._host_ids: dict[str, int] = dict(
             (key, hid) for hid, key in self.db.execute("SELECT id, key FROM hosts")
         )
         self.db.execute("BEGIN")
+        #: Requests that were leased when the file was last closed or killed.
+        self.resumed_leases = self.db.execute("SELECT COUNT(*) FROM leases").fetchone()[0]
+        if self.resumed_leases:
+            self.db.execute("INSERT INTO requests SELECT * FROM leases")
+            self.db.execute("DELETE FROM leases")
+            self.commit()
 
     @classmethod
     def inspect(cls, path: str | Path, shape: Mapping[str, str] | None = None) -> None:
@@ -196,7 +223,12 @@ class SqliteStore:
         row = self.db.execute("SELECT MAX(seq) FROM requests").fetchone()
         return int(row[0] or 0)
 
+    def counted(self) -> None:
+        """One more write to commit, without committing now."""
+        self._uncommitted += 1
+
     def wrote(self) -> None:
+        """One more write; commit if enough writes or time have passed."""
         self._uncommitted += 1
         if (
             self._uncommitted >= self._commit_every
@@ -222,7 +254,47 @@ class SqliteStore:
             return None
         return wait
 
+    def before_commit(self, flush: Callable[[], None]) -> None:
+        """Run ``flush`` inside every transaction, just before it commits."""
+        self._before_commit.append(flush)
+
+    def release(self, seq: int) -> None:
+        """The leased request ``seq`` is finished: forget it."""
+        self.db.execute("DELETE FROM leases WHERE seq=?", (seq,))
+        # Not committed here: releases run inside the pre-commit flush too.
+        self.counted()
+
+    @property
+    def leased(self) -> int:
+        return int(self.db.execute("SELECT COUNT(*) FROM leases").fetchone()[0])
+
+    def seen_store(self, identity: Mapping[str, str]) -> SqliteSeenStore:
+        """The seen set in this file; ``identity`` says how its keys are made.
+
+        A file whose seen keys were made another way (another fingerprinter) raises
+        :class:`ShapeMismatch`; a file without seen keys yet records ``identity``.
+        """
+        stored = dict(
+            self.db.execute(
+                "SELECT substr(key, ?), value FROM meta WHERE key LIKE ?",
+                (len(_SEEN_PREFIX) + 1, _SEEN_PREFIX + "%"),
+            )
+        )
+        if stored:
+            for key, wanted in identity.items():
+                if stored.get(key) != wanted:
+                    raise ShapeMismatch(self.path, key, stored.get(key), wanted)
+        else:
+            self.db.executemany(
+                "INSERT INTO meta VALUES (?, ?)",
+                [(_SEEN_PREFIX + key, value) for key, value in identity.items()],
+            )
+            self.commit()
+        return SqliteSeenStore(self)
+
     def commit(self) -> None:
+        for flush in self._before_commit:
+            flush()
         self.db.execute("COMMIT")
         self.db.execute("BEGIN")
         self._uncommitted = 0
@@ -233,8 +305,68 @@ class SqliteStore:
         return SqliteHostQueue(self, host_key, by_quality)
 
     def close(self) -> None:
+        for flush in self._before_commit:
+            flush()
         self.db.execute("COMMIT")
         self.db.close()
+
+
+class SqliteSeenStore:
+    """The exact seen set (:class:`~scrapy_twolevel.seen.seen_set.SeenStore`) in a store's file."""
+
+    def __init__(self, store: SqliteStore) -> None:
+        self._store = store
+        self._db = store.db
+        self._pending: set[bytes] = set()
+        self._len = int(self._db.execute("SELECT COUNT(*) FROM seen").fetchone()[0])
+        store.before_commit(self.flush)
+
+    def __contains__(self, key: bytes) -> bool:
+        if key in self._pending:
+            return True
+        return self._db.execute("SELECT 1 FROM seen WHERE key=?", (key,)).fetchone() is not None
+
+    def add(self, key: bytes) -> None:
+        # Counted, never committed here: the key must not become durable before the
+        # request it lets through is queued, and the push that follows commits both.
+        self._pending.add(key)
+        self._len += 1
+        self._store.counted()
+
+    def flush(self) -> None:
+        """Write the pending keys (in key order: fewer B-tree pages touched per batch)."""
+        if self._pending:
+            self._db.executemany(
+                "INSERT OR IGNORE INTO seen (key) VALUES (?)", ((k,) for k in sorted(self._pending))
+            )
+            self._pending.clear()
+
+    def keys(self) -> Iterator[bytes]:
+        self.flush()
+        # fetchall-free: a cursor of its own, read while the caller adds nothing.
+        for (key,) in self._db.execute("SELECT key FROM seen"):
+            yield bytes(key)
+
+    def __len__(self) -> int:
+        return self._len
+
+
+class Leased(bytes):
+    """A popped disk row's data, knowing its ``seq`` (to :meth:`SqliteStore.release` it).
+
+    A ``bytes``, so code that only wants the data need not know about leases.
+    """
+
+    seq: int
+
+    def __new__(cls, seq: int, data: bytes) -> Leased:
+        self = super().__new__(cls, data)
+        self.seq = seq
+        return self
+
+    @property
+    def data(self) -> bytes:
+        return bytes(self)
 
 
 class SqliteHostQueue:
@@ -312,11 +444,12 @@ class SqliteHostQueue:
             "SELECT seq, data FROM requests WHERE host=? ORDER BY negq, seq LIMIT 1",
             (self._id,),
         ).fetchone()
+        db.execute("INSERT INTO leases SELECT * FROM requests WHERE seq=?", (seq,))
         db.execute("DELETE FROM requests WHERE seq=?", (seq,))
         self._store.wrote()
         self._len -= 1
         self._head_sum = None
-        return bytes(data)
+        return Leased(seq, bytes(data))
 
     def __len__(self) -> int:
         return self._len + (len(self._mem) if self._mem is not None else 0)

@@ -1,0 +1,267 @@
+"""``SeenCacheDupeFilter``: Scrapy's dupefilter over the layered seen set.
+
+``DUPEFILTER_CLASS = "scrapy_twolevel.dupefilter.SeenCacheDupeFilter"`` (the add-on sets
+it unless the project chose another). Thin glue: :mod:`scrapy_twolevel.seen` decides;
+this module builds it from the settings, turns requests into keys with the crawler's
+``REQUEST_FINGERPRINTER`` (so a project's fingerprinting still holds), keeps the stats and
+opens the store.
+
+Where the exact store lives:
+
+- with ``TwoLevelScheduler`` and ``JOBDIR``: in the scheduler's frontier file
+  (``JOBDIR/twolevel/frontier.sqlite3``), in the same transactions as the queued
+  requests, so a killed crawl loses nothing (the scheduler calls :meth:`attach_store`
+  before :meth:`open`);
+- with another scheduler and ``JOBDIR``: ``JOBDIR/twolevel/seen.sqlite3``;
+- without ``JOBDIR``: ``TWOLEVEL_SEEN_PATH``, or a temporary file removed at close.
+
+In ``bloom-only`` mode there is no store; with ``JOBDIR`` the filter is saved to
+``JOBDIR/twolevel/seen.bloom`` when the crawl stops.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from scrapy.dupefilters import BaseDupeFilter
+from scrapy.utils.job import job_dir
+from scrapy.utils.request import RequestFingerprinter, referer_str
+
+from .config import SeenConfig
+from .seen.bloom import BloomFilter, PyBloomLiveFilter, ScalableBloom
+from .seen.cache import make_cache
+from .seen.keys import key_derivation, key_function
+from .seen.seen_set import SeenSet
+from .storage.sqlite import ShapeMismatch, SqliteStore, StateError
+
+if TYPE_CHECKING:
+    from typing import Self
+
+    from scrapy import Request, Spider
+    from scrapy.crawler import Crawler
+    from scrapy.statscollectors import StatsCollector
+    from scrapy.utils.request import RequestFingerprinterProtocol
+
+logger = logging.getLogger(__name__)
+
+SEEN_FORMAT = "scrapy_twolevel.seen/1"
+BLOOM_FILE_MAGIC = b"TLSEENBLOOM1\n"
+
+
+def _class_path(obj: object) -> str:
+    cls = type(obj)
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+class SeenCacheDupeFilter(BaseDupeFilter):
+    """Exact duplicate filter in a few bytes of RAM per URL (see the module docstring)."""
+
+    def __init__(
+        self,
+        *,
+        config: SeenConfig,
+        fingerprinter: RequestFingerprinterProtocol,
+        uniform_fingerprints: bool,
+        stats: StatsCollector | None = None,
+        jobdir: str | None = None,
+        debug: bool = False,
+    ) -> None:
+        """``uniform_fingerprints``: the fingerprinter returns cryptographic digests of at
+        least 16 bytes (Scrapy's default does), so keys are their first 16 bytes."""
+        self.config = config
+        self.fingerprinter = fingerprinter
+        self._key = key_function(uniform_fingerprints)
+        self.identity = {
+            "format": SEEN_FORMAT,
+            "REQUEST_FINGERPRINTER_CLASS": _class_path(fingerprinter),
+            "key": key_derivation(uniform_fingerprints),
+        }
+        self.stats = stats
+        self.jobdir = jobdir
+        self.debug = debug
+        self.logdupes = True
+        self.seen: SeenSet | None = None
+        self._shared: SqliteStore | None = None
+        self._own: SqliteStore | None = None
+        self._temp_path: Path | None = None
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> Self:
+        config = SeenConfig.from_settings(crawler.settings)
+        fingerprinter = crawler.request_fingerprinter
+        jobdir = job_dir(crawler.settings)
+        if config.mode == "bloom-only" and config.bloom != "builtin" and jobdir:
+            raise ValueError(
+                f"TWOLEVEL_SEEN_BLOOM={config.bloom!r} cannot be saved in a JOBDIR in "
+                "bloom-only mode; use TWOLEVEL_SEEN_BLOOM='builtin' or TWOLEVEL_SEEN_MODE='exact'"
+            )
+        return cls(
+            config=config,
+            fingerprinter=fingerprinter,
+            # Exactly Scrapy's class: a subclass may return anything.
+            uniform_fingerprints=type(fingerprinter) is RequestFingerprinter,
+            stats=crawler.stats,
+            jobdir=jobdir,
+            debug=crawler.settings.getbool("DUPEFILTER_DEBUG"),
+        )
+
+    def attach_store(self, store: SqliteStore) -> None:
+        """Keep the seen keys in ``store`` (the scheduler's JOBDIR file); before :meth:`open`."""
+        self._shared = store
+
+    # -- Scrapy's dupefilter interface --------------------------------------------------
+
+    def open(self) -> None:
+        cache = make_cache(self.config.cache_policy, self.config.cache_size)
+        factory = PyBloomLiveFilter if self.config.bloom == "pybloom-live" else BloomFilter
+        if self.config.mode == "bloom-only":
+            self.seen = SeenSet(
+                cache,
+                None,
+                error_rate=self.config.error_rate,
+                initial_capacity=self.config.initial_capacity,
+                bloom=self._load_bloom() or ScalableBloom(
+                    self.config.error_rate, self.config.initial_capacity, filter_factory=factory
+                ),
+            )
+            return
+        store = self._shared or self._open_own_store()
+        try:
+            seen_store = store.seen_store(self.identity)
+        except ShapeMismatch as exc:
+            self.close("shutdown")
+            raise StateError(
+                f"{exc} The seen keys in it were made by another fingerprinter or version; "
+                "resume with the same REQUEST_FINGERPRINTER_CLASS, or use a fresh JOBDIR."
+            ) from exc
+        self.seen = SeenSet(
+            cache,
+            seen_store,
+            error_rate=self.config.error_rate,
+            initial_capacity=self.config.initial_capacity,
+            filter_factory=factory,
+        )
+
+    def _open_own_store(self) -> SqliteStore:
+        if self.jobdir:
+            path = Path(self.jobdir, "twolevel", "seen.sqlite3")
+            path.parent.mkdir(parents=True, exist_ok=True)
+        elif self.config.path:
+            path = Path(self.config.path)
+        else:
+            fd, name = tempfile.mkstemp(prefix="twolevel-seen-", suffix=".sqlite3")
+            os.close(fd)
+            path = self._temp_path = Path(name)
+        self._own = SqliteStore(path)
+        return self._own
+
+    def request_seen(self, request: Request) -> bool:
+        if request.dont_filter:
+            return False
+        assert self.seen is not None, "open() was not called"
+        return self.seen.test_and_add(self._key(self.fingerprinter.fingerprint(request)))
+
+    def close(self, reason: str) -> None:
+        if self.seen is not None:
+            self._report()
+            if self.seen.bloom_only and self.jobdir:
+                self._save_bloom()
+        if self._own is not None:
+            self._own.close()
+            self._own = None
+        if self._temp_path is not None:
+            for suffix in ("", "-wal", "-shm", "-journal"):
+                Path(f"{self._temp_path}{suffix}").unlink(missing_ok=True)
+            self._temp_path = None
+
+    def log(self, request: Request, spider: Spider) -> None:
+        # As Scrapy's RFPDupeFilter: the first duplicate, or all with DUPEFILTER_DEBUG.
+        if self.debug:
+            logger.debug(
+                "Filtered duplicate request: %(request)s (referer: %(referer)s)",
+                {"request": request, "referer": referer_str(request)},
+                extra={"spider": spider},
+            )
+        elif self.logdupes:
+            logger.debug(
+                "Filtered duplicate request: %(request)s - no more duplicates will be shown"
+                " (see DUPEFILTER_DEBUG to show all duplicates)",
+                {"request": request},
+                extra={"spider": spider},
+            )
+            self.logdupes = False
+        if self.stats is not None:
+            self.stats.inc_value("dupefilter/filtered")
+
+    # -- helpers ------------------------------------------------------------------------
+
+    def _report(self) -> None:
+        assert self.seen is not None
+        if self.stats is None:
+            return
+        c = self.seen.counters
+        values: dict[str, Any] = {
+            "mode": self.config.mode,
+            "tests": c.tests,
+            "urls": len(self.seen),
+            "cache_hits": c.cache_hits,
+            "bloom_maybe": c.bloom_maybe,
+            "store_lookups": c.store_lookups,
+            "bloom_bytes": self.seen.bloom.nbytes,
+            "bloom_rebuilds": c.rebuilds,
+        }
+        if c.tests:
+            values["cache_hit_rate"] = round(c.cache_hits / c.tests, 4)
+            values["bloom_maybe_rate"] = round(c.bloom_maybe / max(1, c.tests - c.cache_hits), 4)
+        if not self.seen.bloom_only:
+            values["bloom_false_positives"] = c.false_positives
+            rate = c.observed_false_positive_rate
+            if rate is not None:
+                values["bloom_false_positive_rate"] = round(rate, 6)
+        for name, value in values.items():
+            self.stats.set_value(f"twolevel/seen/{name}", value)
+
+    def _bloom_path(self) -> Path:
+        assert self.jobdir
+        return Path(self.jobdir, "twolevel", "seen.bloom")
+
+    def _load_bloom(self) -> ScalableBloom | None:
+        if not self.jobdir or not self._bloom_path().exists():
+            return None
+        path = self._bloom_path()
+        data = path.read_bytes()
+        try:
+            if not data.startswith(BLOOM_FILE_MAGIC):
+                raise ValueError("no bloom-only marker")
+            head, _, blob = data[len(BLOOM_FILE_MAGIC) :].partition(b"\n")
+            identity = json.loads(head)
+            bloom = ScalableBloom.from_bytes(blob)
+        except ValueError as exc:
+            raise StateError(
+                f"{path} is not a scrapy_twolevel bloom-only seen file ({exc}); it was left "
+                "untouched. Use a fresh JOBDIR, or delete the file to start over."
+            ) from exc
+        if identity != self.identity:
+            raise StateError(
+                f"{path} was written with {identity}, but this crawl has {self.identity}. "
+                "It was left untouched; resume with the same REQUEST_FINGERPRINTER_CLASS, "
+                "or use a fresh JOBDIR."
+            )
+        return bloom
+
+    def _save_bloom(self) -> None:
+        assert self.seen is not None
+        bloom = self.seen.bloom
+        if not isinstance(bloom, ScalableBloom):
+            return
+        path = self._bloom_path()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        head = json.dumps(self.identity, sort_keys=True).encode()
+        tmp.write_bytes(BLOOM_FILE_MAGIC + head + b"\n" + bloom.to_bytes())
+        os.replace(tmp, path)

@@ -1,0 +1,169 @@
+"""The layered seen set: a small cache, a Bloom filter, then an exact store.
+
+``test_and_add(key)`` is asked for every extracted link. The layers answer from the
+cheapest that can:
+
+1. the cache (:mod:`.cache`) holds recently seen keys: most repeated links stop here;
+2. the Bloom filter (:mod:`.bloom`) answers "definitely new" for almost every new key
+   without touching the store, and records it;
+3. the store, an exact set of keys on disk, settles a Bloom "maybe": seen, or a false
+   positive of the filter (counted, the key is added, the verdict is "new").
+
+So a new key is never reported as seen, and RAM holds only the cache and about
+1.6 bytes of filter per key (at a 1% filter error rate). When the filter is full, a twice
+as large one is rebuilt from the store: one sequential read, so a crawl need not know its
+size in advance.
+
+In ``bloom_only`` mode there is no store: a "maybe" is reported as seen, so about the
+filter's error rate of new keys are lost (and counted as duplicates), in exchange for no
+disk. The filter then grows by adding sub-filters (:class:`.bloom.ScalableBloom`).
+
+Pure module: no Scrapy; the store and the filter factory are injected.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import Protocol
+
+from .bloom import BloomFilter, ScalableBloom
+from .cache import SeenCache
+
+
+class SeenStore(Protocol):
+    """An exact set of keys, durable where the owner needs it to be."""
+
+    def __contains__(self, key: bytes) -> bool: ...
+
+    def add(self, key: bytes) -> None: ...
+
+    def keys(self) -> Iterator[bytes]: ...
+
+    def __len__(self) -> int: ...
+
+
+class MemorySeenStore:
+    """A :class:`SeenStore` in a Python set (tests, and crawls small enough for RAM)."""
+
+    def __init__(self, keys: Iterable[bytes] = ()) -> None:
+        self._keys = set(keys)
+
+    def __contains__(self, key: bytes) -> bool:
+        return key in self._keys
+
+    def add(self, key: bytes) -> None:
+        self._keys.add(key)
+
+    def keys(self) -> Iterator[bytes]:
+        return iter(list(self._keys))
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+
+class BloomLike(Protocol):
+    def add(self, key: bytes) -> bool: ...
+
+    def __contains__(self, key: bytes) -> bool: ...
+
+    @property
+    def nbytes(self) -> int: ...
+
+
+#: ``(capacity, error rate) -> empty fixed-capacity filter``.
+FilterFactory = Callable[[int, float], BloomFilter]
+
+
+@dataclass(slots=True)
+class SeenCounters:
+    """What the layers did; the dupefilter turns these into stats."""
+
+    tests: int = 0
+    cache_hits: int = 0
+    bloom_maybe: int = 0
+    store_lookups: int = 0
+    false_positives: int = 0
+    new: int = 0
+    rebuilds: int = 0
+
+    @property
+    def observed_false_positive_rate(self) -> float | None:
+        """Share of new keys the filter called "maybe" (exact mode only)."""
+        return self.false_positives / self.new if self.new else None
+
+
+class SeenSet:
+    """Exact (or ``bloom_only``) test-and-add over 16-byte keys."""
+
+    def __init__(
+        self,
+        cache: SeenCache,
+        store: SeenStore | None,
+        *,
+        error_rate: float,
+        initial_capacity: int = 1 << 20,
+        filter_factory: FilterFactory = BloomFilter,
+        bloom: BloomLike | None = None,
+    ) -> None:
+        """``store=None`` is ``bloom_only`` mode. ``bloom``: a filter loaded from a previous
+        run (bloom-only); with a store the filter is rebuilt from it instead."""
+        self.cache = cache
+        self.store = store
+        self.error_rate = error_rate
+        self.counters = SeenCounters()
+        self._factory = filter_factory
+        self.bloom: BloomLike
+        if store is None:
+            self.bloom = bloom if bloom is not None else ScalableBloom(error_rate, initial_capacity)
+        else:
+            self._capacity = max(initial_capacity, 2 * len(store))
+            self.bloom = self._rebuild()
+
+    @property
+    def bloom_only(self) -> bool:
+        return self.store is None
+
+    def _rebuild(self) -> BloomFilter:
+        assert self.store is not None
+        bloom = self._factory(self._capacity, self.error_rate)
+        for key in self.store.keys():
+            bloom.add(key)
+        return bloom
+
+    def test_and_add(self, key: bytes) -> bool:
+        """Whether ``key`` was seen before; it is seen from now on."""
+        counters = self.counters
+        counters.tests += 1
+        cache = self.cache
+        if cache.lookup(key):
+            counters.cache_hits += 1
+            return True
+        maybe = self.bloom.add(key)
+        cache.insert(key)
+        store = self.store
+        if not maybe:
+            counters.new += 1
+            if store is not None:
+                store.add(key)
+                if self.bloom.full:  # type: ignore[attr-defined]
+                    self._capacity *= 2
+                    self.bloom = self._rebuild()
+                    counters.rebuilds += 1
+            return False
+        counters.bloom_maybe += 1
+        if store is None:
+            return True
+        counters.store_lookups += 1
+        if key in store:
+            return True
+        counters.false_positives += 1
+        counters.new += 1
+        store.add(key)
+        return False
+
+    def __len__(self) -> int:
+        """Keys seen (bloom-only: keys the filter recorded, an undercount by its errors)."""
+        if self.store is not None:
+            return len(self.store)
+        return len(self.bloom)  # type: ignore[arg-type]

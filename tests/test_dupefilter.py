@@ -1,0 +1,189 @@
+"""SeenCacheDupeFilter as a Scrapy component: built from settings by Scrapy's own helpers,
+fed real Requests, closed and reopened in a JOBDIR."""
+
+from __future__ import annotations
+
+import hashlib
+
+import pytest
+from scrapy import Request, Spider
+from scrapy.utils.misc import build_from_crawler
+from scrapy.utils.test import get_crawler
+
+from scrapy_twolevel import Addon
+from scrapy_twolevel.config import SettingsError
+from scrapy_twolevel.dupefilter import SeenCacheDupeFilter
+from scrapy_twolevel.storage.sqlite import StateError
+
+PATH = "scrapy_twolevel.dupefilter.SeenCacheDupeFilter"
+
+
+class QueryBlindFingerprinter:
+    """A project's own fingerprinter: the query string does not make a page new."""
+
+    def fingerprint(self, request):
+        return request.url.split("?")[0].encode()
+
+
+def make(settings=None, spider=Spider):
+    crawler = get_crawler(spider, {"DUPEFILTER_CLASS": PATH, **(settings or {})})
+    crawler.spider = spider("s")
+    df = build_from_crawler(SeenCacheDupeFilter, crawler)
+    df.open()
+    return df, crawler
+
+
+def urls(n, start=0):
+    return [Request(f"http://h{i % 7}.test/p/{i}") for i in range(start, start + n)]
+
+
+def test_new_then_seen_and_dont_filter_honoured():
+    df, crawler = make()
+    assert [df.request_seen(r) for r in urls(50)] == [False] * 50
+    assert all(df.request_seen(r) for r in urls(50))
+    again = Request("http://h0.test/p/0", dont_filter=True)
+    assert df.request_seen(again) is False
+    df.log(urls(1)[0], crawler.spider)
+    df.close("finished")
+    stats = crawler.stats.get_stats()
+    assert stats["dupefilter/filtered"] == 1
+    assert stats["twolevel/seen/urls"] == 50
+    assert stats["twolevel/seen/tests"] == 100
+    assert stats["twolevel/seen/cache_hits"] == 50  # the second round hit the cache
+    assert stats["twolevel/seen/cache_hit_rate"] == 0.5
+
+
+def test_temporary_store_is_removed_at_close_and_a_configured_path_kept(tmp_path):
+    df, _ = make()
+    temp = df._temp_path
+    assert temp is not None and temp.exists()
+    df.close("finished")
+    assert not temp.exists()
+    path = tmp_path / "seen.sqlite3"
+    df, _ = make({"TWOLEVEL_SEEN_PATH": str(path)})
+    df.request_seen(urls(1)[0])
+    df.close("finished")
+    assert path.exists()
+    df, _ = make({"TWOLEVEL_SEEN_PATH": str(path)})
+    assert df.request_seen(urls(1)[0]) is True
+    df.close("finished")
+
+
+def test_projects_fingerprinter_is_used():
+    df, _ = make({"REQUEST_FINGERPRINTER_CLASS": QueryBlindFingerprinter})
+    assert df.request_seen(Request("http://a.test/x?utm=1")) is False
+    assert df.request_seen(Request("http://a.test/x?utm=2")) is True
+    assert df.identity["key"] == "blake2b16"  # not a digest: hashed to 16 bytes
+    df.close("finished")
+
+
+def test_jobdir_round_trip(tmp_path):
+    settings = {"JOBDIR": str(tmp_path / "job")}
+    df, _ = make(settings)
+    for r in urls(300):
+        df.request_seen(r)
+    df.close("shutdown")
+    df, crawler = make(settings)
+    assert all(df.request_seen(r) for r in urls(300))
+    assert not any(df.request_seen(r) for r in urls(10, start=300))
+    df.close("finished")
+    assert crawler.stats.get_value("twolevel/seen/urls") == 310
+
+
+def test_corrupt_state_file_is_named_and_left_untouched(tmp_path):
+    state = tmp_path / "job" / "twolevel" / "seen.sqlite3"
+    state.parent.mkdir(parents=True)
+    state.write_bytes(b"not sqlite at all" * 100)
+    before = state.read_bytes()
+    with pytest.raises(StateError, match=r"seen\.sqlite3 is not a scrapy_twolevel"):
+        make({"JOBDIR": str(tmp_path / "job")})
+    assert state.read_bytes() == before
+
+
+def test_resuming_with_another_fingerprinter_is_refused(tmp_path):
+    settings = {"JOBDIR": str(tmp_path / "job")}
+    df, _ = make(settings)
+    df.request_seen(urls(1)[0])
+    df.close("shutdown")
+    state = tmp_path / "job" / "twolevel" / "seen.sqlite3"
+    before = state.read_bytes()
+    with pytest.raises(StateError, match="REQUEST_FINGERPRINTER_CLASS"):
+        make({**settings, "REQUEST_FINGERPRINTER_CLASS": QueryBlindFingerprinter})
+    assert state.read_bytes() == before
+
+
+def test_urls_that_collide_in_the_bloom_are_still_new(tmp_path):
+    """Adversarial: URLs chosen so the filter says "maybe" for each; none is called seen."""
+    df, crawler = make({"TWOLEVEL_SEEN_ERROR_RATE": 0.3, "TWOLEVEL_SEEN_INITIAL_CAPACITY": 1000})
+    for r in urls(700):
+        assert df.request_seen(r) is False
+    bloom, key = df.seen.bloom, df._key
+    colliding = []
+    i = 10_000
+    while len(colliding) < 100:
+        r = Request(f"http://evil.test/{i}")
+        if key(df.fingerprinter.fingerprint(r)) in bloom:
+            colliding.append(r)
+        i += 1
+    assert [df.request_seen(r) for r in colliding] == [False] * 100
+    assert all(df.request_seen(r) for r in colliding)
+    df.close("finished")
+    stats = crawler.stats.get_stats()
+    assert stats["twolevel/seen/bloom_false_positives"] >= 100
+    assert stats["twolevel/seen/urls"] == 800
+
+
+def test_bloom_only_saves_its_filter_in_the_jobdir(tmp_path):
+    settings = {"JOBDIR": str(tmp_path / "job"), "TWOLEVEL_SEEN_MODE": "bloom-only"}
+    df, crawler = make(settings)
+    new = sum(not df.request_seen(r) for r in urls(2000))
+    df.close("shutdown")
+    assert new >= 1990  # at a 0.01% error rate, a loss here is itself unlikely
+    assert crawler.stats.get_value("twolevel/seen/store_lookups") == 0
+    df, _ = make(settings)
+    assert all(df.request_seen(r) for r in urls(2000))
+    df.close("shutdown")
+    bloom = tmp_path / "job" / "twolevel" / "seen.bloom"
+    bloom.write_bytes(bloom.read_bytes()[:-10])
+    with pytest.raises(StateError, match=r"seen\.bloom is not a scrapy_twolevel"):
+        make(settings)
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "message"),
+    [
+        ("TWOLEVEL_SEEN_MODE", "fast", "use one of: exact, bloom-only"),
+        ("TWOLEVEL_SEEN_CACHE_POLICY", "fifo", "use one of: lru, clock, random, static"),
+        ("TWOLEVEL_SEEN_ERROR_RATE", 0.9, r"out of range; it must be a number in \[0\.000001,"),
+        ("TWOLEVEL_SEEN_CACHE_SIZE", "2.5", "is not an integer"),
+        ("TWOLEVEL_SEEN_BLOOM", "rbloom", "use one of: builtin, pybloom-live"),
+    ],
+)
+def test_invalid_settings_name_the_setting(name, value, message):
+    with pytest.raises(SettingsError, match=f"{name}=.*{message}"):
+        make({name: value})
+
+
+def test_pybloom_live_backend_is_exact_too():
+    df, _ = make({"TWOLEVEL_SEEN_BLOOM": "pybloom-live", "TWOLEVEL_SEEN_INITIAL_CAPACITY": 1000})
+    assert not any(df.request_seen(r) for r in urls(3000))  # grows past 1000 twice
+    assert all(df.request_seen(r) for r in urls(3000))
+    assert df.seen.counters.rebuilds == 2
+    df.close("finished")
+
+
+def test_addon_sets_the_dupefilter_unless_the_project_chose_one():
+    crawler = get_crawler(Spider, {"ADDONS": {Addon: 0}})
+    assert crawler.settings["DUPEFILTER_CLASS"] == PATH
+    crawler = get_crawler(
+        Spider, {"ADDONS": {Addon: 0}, "DUPEFILTER_CLASS": "scrapy.dupefilters.BaseDupeFilter"}
+    )
+    assert crawler.settings["DUPEFILTER_CLASS"] == "scrapy.dupefilters.BaseDupeFilter"
+
+
+def test_keys_of_scrapys_fingerprints_are_their_prefix():
+    df, crawler = make()
+    request = urls(1)[0]
+    fp = crawler.request_fingerprinter.fingerprint(request)
+    assert df._key(fp) == fp[:16] and len(fp) == 20 == hashlib.sha1().digest_size
+    df.close("finished")
