@@ -90,3 +90,32 @@ def test_kill_9_three_times_then_resume_fetches_every_page(tmp_path):
         recent = [t for t, _ in rows[:count] if t >= killed_at - 2 * commit_interval]
         bound += concurrency + len(recent)
     assert refetches <= bound, (refetches, bound, kills)
+
+
+def test_seen_cache_crawl_fetches_every_page_exactly_once(tmp_path):
+    """The filter on, with the two-level scheduler and with Scrapy's own: no page twice,
+    none missed, on a web where most links are duplicates."""
+    web = generate_web(6, 25, seed=3, links_per_page=8)
+    for scheduler in (
+        "scrapy_twolevel.scheduler.TwoLevelScheduler",
+        "scrapy.core.scheduler.Scheduler",
+    ):
+        result = crawl(tmp_path, web, {**SAFE, "SCHEDULER": scheduler})
+        assert result.server.fetch_counts() == {page: 1 for page in web.reachable()}
+        stats = result.crawl_stats
+        assert stats["twolevel/seen/urls"] == len(web.reachable())
+        assert stats["dupefilter/filtered"] == stats["twolevel/seen/tests"] - len(web.reachable())
+        assert stats["dupefilter/filtered"] > len(web.reachable())  # mostly duplicates
+
+
+def test_jobdir_with_scrapys_dupefilter_warns_once(tmp_path):
+    web = generate_web(2, 5, seed=1)
+    settings = {
+        **SAFE,
+        "DUPEFILTER_CLASS": "scrapy.dupefilters.RFPDupeFilter",
+        "JOBDIR": str(tmp_path / "job"),
+    }
+    proc, _ = crawl_process(tmp_path, web, settings)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stderr.count("a killed crawl can lose URLs for good") == 1
+    assert "SeenCacheDupeFilter" in proc.stderr
