@@ -56,7 +56,7 @@ from scrapy.utils.misc import build_from_crawler, load_object
 
 from ._engine import requests_in_downloader, requests_in_progress, wake_engine
 from .addon import MIDDLEWARE_PATH
-from .config import SettingsError, TwoLevelConfig, unknown_settings
+from .config import SeenConfig, SettingsError, TwoLevelConfig, unknown_settings
 from .frontier import (
     BUILTIN_POLICIES,
     PLAIN_LANE,
@@ -105,6 +105,8 @@ def resolve_settings(crawler: Crawler) -> tuple[TwoLevelConfig, Policy, Callable
     raised there stops the crawl with this one message instead of a cascade.
     """
     config = TwoLevelConfig.from_settings(crawler.settings)
+    if _uses_seen_cache(crawler):
+        SeenConfig.from_settings(crawler.settings)  # its errors, too, before the spider opens
     policy = load_policy(config.policy)
     if policy.needs_host_metrics and not _metrics_middleware_enabled(crawler):
         raise SettingsError(
@@ -124,6 +126,16 @@ def uses_this_scheduler(crawler: Crawler) -> bool:
     except Exception:  # Scrapy reports a bad SCHEDULER itself
         return False
     return isinstance(cls, type) and issubclass(cls, TwoLevelScheduler)
+
+
+def _uses_seen_cache(crawler: Crawler) -> bool:
+    from .dupefilter import SeenCacheDupeFilter
+
+    try:
+        cls = load_object(crawler.settings["DUPEFILTER_CLASS"])
+    except Exception:  # Scrapy reports a bad DUPEFILTER_CLASS itself
+        return False
+    return isinstance(cls, type) and issubclass(cls, SeenCacheDupeFilter)
 
 
 def _metrics_middleware_enabled(crawler: Crawler) -> bool:

@@ -49,8 +49,12 @@ def last_line(text: str) -> str:
             ["-s", "TWOLEVEL_IDLE_TIMEOUT=inf"],
             "SettingsError: TWOLEVEL_IDLE_TIMEOUT='inf' is not finite",
         ),
+        (
+            ["-s", "TWOLEVEL_SEEN_MODE=fast"],
+            "SettingsError: TWOLEVEL_SEEN_MODE='fast' is not valid; use one of: exact, bloom-only",
+        ),
     ],
-    ids=["quality-import", "not-an-integer", "not-finite"],
+    ids=["quality-import", "not-an-integer", "not-finite", "seen-mode"],
 )
 def test_settings_error_is_the_one_message(args, message):
     proc = scrapy_crawl(*args)
