@@ -132,7 +132,7 @@ class SeenCacheDupeFilter(BaseDupeFilter):
             return
         store = self._shared or self._open_own_store()
         try:
-            seen_store = store.seen_store(self.identity)
+            seen_store = store.seen_store(self.identity, with_queue=store is self._shared)
         except ShapeMismatch as exc:
             self.close("shutdown")
             raise StateError(

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import math
 import random
+import sqlite3
 
 import pytest
 
@@ -226,4 +227,33 @@ def test_sqlite_seen_store_refuses_another_fingerprinter(tmp_path):
     store = SqliteStore(path)
     with pytest.raises(ShapeMismatch, match=r"REQUEST_FINGERPRINTER_CLASS='a\.B'"):
         store.seen_store({**IDENTITY, "REQUEST_FINGERPRINTER_CLASS": "other.C"})
+    store.close()
+
+
+def test_standalone_seen_store_commits_by_count_without_a_queue(tmp_path):
+    path = tmp_path / "seen.sqlite3"
+    store = SqliteStore(path, commit_every=10)
+    seen = store.seen_store(IDENTITY, with_queue=False)
+    for i in range(25):
+        seen.add(key(i))
+    # Two commits happened (at 10 and 20 writes); a reader sees their keys, as a
+    # resumed crawl would after a kill.
+    reader = sqlite3.connect(path)
+    assert reader.execute("SELECT COUNT(*) FROM seen").fetchone()[0] == 20
+    reader.close()
+    store.close()
+
+
+def test_seen_keys_beside_a_queue_wait_for_the_queue_to_commit(tmp_path):
+    path = tmp_path / "f.sqlite3"
+    store = SqliteStore(path, commit_every=10)
+    seen = store.seen_store(IDENTITY)
+    for i in range(25):
+        seen.add(key(i))
+    reader = sqlite3.connect(path)
+    assert reader.execute("SELECT COUNT(*) FROM seen").fetchone()[0] == 0
+    store.queue("h", True).push(1.0, 1, b"request")  # the push commits keys and row together
+    assert reader.execute("SELECT COUNT(*) FROM seen").fetchone()[0] == 25
+    assert reader.execute("SELECT COUNT(*) FROM requests").fetchone()[0] == 1
+    reader.close()
     store.close()

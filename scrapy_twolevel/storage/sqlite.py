@@ -268,8 +268,14 @@ class SqliteStore:
     def leased(self) -> int:
         return int(self.db.execute("SELECT COUNT(*) FROM leases").fetchone()[0])
 
-    def seen_store(self, identity: Mapping[str, str]) -> SqliteSeenStore:
+    def seen_store(
+        self, identity: Mapping[str, str], *, with_queue: bool = True
+    ) -> SqliteSeenStore:
         """The seen set in this file; ``identity`` says how its keys are made.
+
+        ``with_queue``: the file's queue is in use, and its pushes commit the keys (a key
+        must not be committed before the request it let through). Otherwise adding keys
+        commits by count and time like queue writes do.
 
         A file whose seen keys were made another way (another fingerprinter) raises
         :class:`ShapeMismatch`; a file without seen keys yet records ``identity``.
@@ -290,7 +296,7 @@ class SqliteStore:
                 [(_SEEN_PREFIX + key, value) for key, value in identity.items()],
             )
             self.commit()
-        return SqliteSeenStore(self)
+        return SqliteSeenStore(self, with_queue=with_queue)
 
     def commit(self) -> None:
         for flush in self._before_commit:
@@ -314,9 +320,10 @@ class SqliteStore:
 class SqliteSeenStore:
     """The exact seen set (:class:`~scrapy_twolevel.seen.seen_set.SeenStore`) in a store's file."""
 
-    def __init__(self, store: SqliteStore) -> None:
+    def __init__(self, store: SqliteStore, *, with_queue: bool = True) -> None:
         self._store = store
         self._db = store.db
+        self._note_write = store.counted if with_queue else store.wrote
         self._pending: set[bytes] = set()
         self._len = int(self._db.execute("SELECT COUNT(*) FROM seen").fetchone()[0])
         store.before_commit(self.flush)
@@ -327,11 +334,11 @@ class SqliteSeenStore:
         return self._db.execute("SELECT 1 FROM seen WHERE key=?", (key,)).fetchone() is not None
 
     def add(self, key: bytes) -> None:
-        # Counted, never committed here: the key must not become durable before the
-        # request it lets through is queued, and the push that follows commits both.
+        # Beside a queue, counted and never committed here: the key must not become
+        # durable before the request it lets through is queued; the push commits both.
         self._pending.add(key)
         self._len += 1
-        self._store.counted()
+        self._note_write()
 
     def flush(self) -> None:
         """Write the pending keys (in key order: fewer B-tree pages touched per batch)."""
