@@ -349,6 +349,10 @@ class TwoLevelScheduler(BaseScheduler):
             if timer is not None:
                 timer.cancel()
         self._commit_timer = self._wake_timer = None
+        if self.frontier is not None and not self._outcomes_reported:
+            # Dropped before download when nothing else was pending: no release was needed
+            # then, so none was counted; count them now, so the stat does not depend on timing.
+            self._release_dropped()
         if self._store is not None:
             self._release_finished()
         if self.frontier is not None:
