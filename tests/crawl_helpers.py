@@ -121,7 +121,8 @@ class KillAfterResponses:
 
 
 class FetchLog:
-    """Extension: append ``<time> <url>`` for every response to FETCH_LOG, unbuffered.
+    """Extension: append ``<time> <url>`` for every response downloaded (redirects
+    included) to FETCH_LOG, unbuffered.
 
     What a crawl fetched survives a SIGKILL of the crawl (the server's counts die with
     it). Enable it before :class:`KillAfterResponses` so the fatal response is logged.
@@ -137,10 +138,12 @@ class FetchLog:
         import scrapy.signals
 
         ext = cls(crawler.settings["FETCH_LOG"])
-        crawler.signals.connect(ext.response_received, signal=scrapy.signals.response_received)
+        crawler.signals.connect(
+            ext.response_downloaded, signal=scrapy.signals.response_downloaded
+        )
         return ext
 
-    def response_received(self, response, **kwargs):
+    def response_downloaded(self, response, **kwargs):
         import os
         import time
 

@@ -41,6 +41,7 @@ def test_kill_9_three_times_then_resume_fetches_every_page(tmp_path):
         seed=11,
         n_seeds=2,
         links_per_page=6,
+        redirects=12,  # 301s across hosts: a redirected request's lease must hold too
         host_profiles=[HostProfile(connect_delay=0.002, response_delay=0.04)] * 8,
     )
     jobdir = tmp_path / "job"
