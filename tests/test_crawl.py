@@ -167,34 +167,34 @@ def test_quality_first_fetches_best_pages_first(tmp_path):
     assert first_half_quality(qf) > 0.8 * total
 
 
-def _quality_by(result, web, t):
-    """Quality the server had served ``t`` seconds after the crawl's first request."""
-    origin = result.server.first_request_at
-    return sum(
-        web.pages[e.page_id].quality
-        for e in result.server.events
-        if e.page_id is not None and e.time - origin <= t
-    )
-
-
-def test_crawl_capability_quality_curve_dominates_breadth_first_early(slow_fast_crawls):
+def test_crawl_capability_fetches_the_fast_hosts_pages_first(slow_fast_crawls):
     """Pages of equal value everywhere, but hosts 0-3 are 20x slower than hosts 4-7.
 
     Breadth-first opens hosts in the order their seeds were queued (the slow ones first)
     and keeps each for a whole session; crawl-capability measures every host on its home
-    page (a one-URL session), then opens the fast hosts: it must hold more quality at every
-    early checkpoint after the seeds (both fetch the 8 seeds first, in the first ~10% of
-    breadth-first's time). With two connections, all 60 fast pages take crawl-capability
-    ~0.4 s, while breadth-first spends most of its first second on slow hosts.
+    page (a one-URL session), then opens the fast hosts. So crawl-capability has 80% of
+    the fast pages before it has fetched a third of the slow ones, and breadth-first only
+    after. Counted in fetch order, not seconds: comparing the two crawls' quality at a
+    share of breadth-first's time failed under CPU load (two crawls run one after the
+    other see different load); the gain in time is measured in ``benchmarks/efficiency.py``.
     """
     web, results = slow_fast_crawls
     cc, bf = results["crawl-capability"], results["breadth-first"]
-    t_bf = bf.server.events[-1].time - bf.server.first_request_at
-    total = sum(p.quality for p in web.pages)
-    for fraction in (0.2, 0.3, 0.5):
-        assert _quality_by(cc, web, fraction * t_bf) > _quality_by(bf, web, fraction * t_bf)
-    # by 30% of breadth-first's time, crawl-capability has nearly every fast page
-    assert _quality_by(cc, web, 0.3 * t_bf) > 0.45 * total
+    fast_pages = sum(1 for p in web.reachable() if web.pages[p].host >= 4)
+    slow_pages = len(web.reachable()) - fast_pages
+
+    def slow_before_most_fast(result):
+        slow = fast = 0
+        for page in result.server.order():
+            if web.pages[page].host >= 4:
+                fast += 1
+                if fast >= 0.8 * fast_pages:
+                    return slow
+            else:
+                slow += 1
+        raise AssertionError("fast pages missing")
+
+    assert slow_before_most_fast(cc) < slow_pages / 3 < slow_before_most_fast(bf)
 
 
 def test_interrupted_jobdir_crawl_resumes_and_fetches_every_page_once(tmp_path):
