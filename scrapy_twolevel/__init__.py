@@ -1,14 +1,21 @@
 """Two-level (host + URL) scheduling for Scrapy.
 
-Public API: the scheduler, the host metrics middleware, the add-on, the settings object
-and the policy base class for custom policies.
+Public API: the scheduler, the host metrics middleware, the seen-cache dupefilter, the
+add-on, the settings object and the policy base class for custom policies.
 """
 
 from .addon import Addon
 from .config import TwoLevelConfig
 from .frontier.policies import Policy
 
-__all__ = ["Addon", "HostMetricsMiddleware", "Policy", "TwoLevelConfig", "TwoLevelScheduler"]
+__all__ = [
+    "Addon",
+    "HostMetricsMiddleware",
+    "Policy",
+    "SeenCacheDupeFilter",
+    "TwoLevelConfig",
+    "TwoLevelScheduler",
+]
 
 __version__ = "0.1.0"
 
@@ -24,4 +31,8 @@ def __getattr__(name: str) -> object:
         from .middleware import HostMetricsMiddleware
 
         return HostMetricsMiddleware
+    if name == "SeenCacheDupeFilter":
+        from .dupefilter import SeenCacheDupeFilter
+
+        return SeenCacheDupeFilter
     raise AttributeError(name)
