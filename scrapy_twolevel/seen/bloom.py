@@ -16,7 +16,7 @@ exact rate; the filter sizes itself with it: 12.75 bits per key for 1%).
 Two ways to grow, since the user does not know the crawl's size:
 
 - :class:`BloomFilter` has a fixed capacity; the exact seen cache rebuilds a twice as
-  large one from its store when it is full (one sequential read, about a microsecond per
+  large one from its store when it is full (one sequential read, about 2 µs per
   key, amortised to O(1) per add), so one filter at the target rate is ever in use.
 - :class:`ScalableBloom` (for ``bloom-only`` mode, which has no store to rebuild from)
   adds sub-filters twice as large with error rates ``p * (1 - r) * r**i`` (``r = 0.5``), a
