@@ -1,0 +1,1 @@
+"""Recrawl-interval prediction for news seed pages (see docs/recrawl.rst)."""
