@@ -19,9 +19,11 @@ table clustered by ``(host, -quality, seq)``; a pop costs more, as a host's next
 on a page of its own, but less than the insert saved (``benchmarks/scheduler_overhead.py``
 measures both).
 
-A pop moves the row to ``leases``; :meth:`SqliteStore.release` deletes it once the
-request is finished. Reopening the file moves every lease back into its host's queue:
-those requests were in flight when the crawl stopped and are served again.
+A pop leases the row instead of deleting it: its host id is negated (one in-place update;
+"best of this host" never sees it), and :meth:`SqliteStore.release` deletes it once the
+request is finished. Reopening the file gives every lease its host back: those requests
+were in flight when the crawl stopped and are served again. (Moving the row to a table of
+its own would cost an insert and a delete per pop instead of one update.)
 
 Seen keys (:class:`SqliteSeenStore`) are 16-byte blobs in a ``WITHOUT ROWID`` table. New
 keys wait in a set in memory and are written in key order in the same transaction as the
@@ -67,9 +69,6 @@ CREATE TABLE IF NOT EXISTS requests (
     seq INTEGER PRIMARY KEY, host INTEGER NOT NULL, negq REAL NOT NULL, data BLOB NOT NULL
 );
 CREATE INDEX IF NOT EXISTS requests_order ON requests (host, negq);
-CREATE TABLE IF NOT EXISTS leases (
-    seq INTEGER PRIMARY KEY, host INTEGER NOT NULL, negq REAL NOT NULL, data BLOB NOT NULL
-);
 CREATE TABLE IF NOT EXISTS seen (key BLOB PRIMARY KEY) WITHOUT ROWID;
 """
 #: Prefix of the meta rows that say how the seen keys were made.
@@ -147,10 +146,9 @@ class SqliteStore:
         )
         self.db.execute("BEGIN")
         #: Requests that were leased when the file was last closed or killed.
-        self.resumed_leases = self.db.execute("SELECT COUNT(*) FROM leases").fetchone()[0]
+        self.resumed_leases = self.leased
         if self.resumed_leases:
-            self.db.execute("INSERT INTO requests SELECT * FROM leases")
-            self.db.execute("DELETE FROM leases")
+            self.db.execute("UPDATE requests SET host = -host WHERE host < 0")
             self.commit()
 
     @classmethod
@@ -216,7 +214,7 @@ class SqliteStore:
     def stored_hosts(self) -> Iterator[tuple[str, int]]:
         """``(host key, pending rows)`` for every host with rows on disk."""
         keys = {hid: key for key, hid in self._host_ids.items()}
-        for hid, count in self.db.execute("SELECT host, COUNT(*) FROM requests GROUP BY host"):
+        for hid, count in self.db.execute("SELECT host, COUNT(*) FROM requests WHERE host > 0 GROUP BY host"):
             yield keys[hid], count
 
     def max_seq(self) -> int:
@@ -260,13 +258,13 @@ class SqliteStore:
 
     def release(self, seq: int) -> None:
         """The leased request ``seq`` is finished: forget it."""
-        self.db.execute("DELETE FROM leases WHERE seq=?", (seq,))
+        self.db.execute("DELETE FROM requests WHERE seq=?", (seq,))
         # Not committed here: releases run inside the pre-commit flush too.
         self.counted()
 
     @property
     def leased(self) -> int:
-        return int(self.db.execute("SELECT COUNT(*) FROM leases").fetchone()[0])
+        return int(self.db.execute("SELECT COUNT(*) FROM requests WHERE host < 0").fetchone()[0])
 
     def seen_store(
         self, identity: Mapping[str, str], *, with_queue: bool = True
@@ -451,8 +449,7 @@ class SqliteHostQueue:
             "SELECT seq, data FROM requests WHERE host=? ORDER BY negq, seq LIMIT 1",
             (self._id,),
         ).fetchone()
-        db.execute("INSERT INTO leases SELECT * FROM requests WHERE seq=?", (seq,))
-        db.execute("DELETE FROM requests WHERE seq=?", (seq,))
+        db.execute("UPDATE requests SET host = -host WHERE seq=?", (seq,))
         self._store.wrote()
         self._len -= 1
         self._head_sum = None
