@@ -214,7 +214,8 @@ class SqliteStore:
     def stored_hosts(self) -> Iterator[tuple[str, int]]:
         """``(host key, pending rows)`` for every host with rows on disk."""
         keys = {hid: key for key, hid in self._host_ids.items()}
-        for hid, count in self.db.execute("SELECT host, COUNT(*) FROM requests WHERE host > 0 GROUP BY host"):
+        rows = self.db.execute("SELECT host, COUNT(*) FROM requests WHERE host > 0 GROUP BY host")
+        for hid, count in rows:
             yield keys[hid], count
 
     def max_seq(self) -> int:
