@@ -378,6 +378,37 @@ def _seen_stats(crawler: Any) -> dict[str, Any]:
 WARMUP_URLS = 20_000
 
 
+class _FullCollections:
+    """Counts Python's full (generation 2) collections and their CPU time, timed or not.
+
+    A full collection visits every element of every container, so a filter that keeps
+    its fingerprints in a Python set pays for them at every full collection.
+    """
+
+    def __init__(self) -> None:
+        self.count = self.timed_count = 0
+        self.cpu = self.timed_cpu = 0.0
+        self.timing = False  # set by the caller around the timed calls
+        self._start = 0.0
+        gc.callbacks.append(self)
+
+    def __call__(self, phase: str, info: dict[str, Any]) -> None:
+        if info.get("generation") != 2:
+            return
+        if phase == "start":
+            self._start = time.process_time()
+        else:
+            spent = time.process_time() - self._start
+            self.count += 1
+            self.cpu += spent
+            if self.timing:
+                self.timed_count += 1
+                self.timed_cpu += spent
+
+    def stop(self) -> None:
+        gc.callbacks.remove(self)
+
+
 def run_config(key: str, n: int, seed: int, progress: bool = True) -> dict[str, Any]:
     """One filter, end to end: real Requests, Scrapy's fingerprinter, RSS."""
     import resource
@@ -404,6 +435,7 @@ def run_config(key: str, n: int, seed: int, progress: bool = True) -> dict[str, 
     del warm, verdicts, v, new
     points = np.zeros((CURVE_POINTS + 3, 2), dtype=np.int64)  # RSS curve, preallocated
     rss_base = _rss(proc)
+    full_gc = _FullCollections()
     df, seen = build(config, crawler)
     rss_open = _rss(proc)
 
@@ -419,10 +451,12 @@ def run_config(key: str, n: int, seed: int, progress: bool = True) -> dict[str, 
     next_report = 0.1
     started = time.perf_counter()
     for batch, new in work.batches():
+        full_gc.timing = True
         c0, w0 = time.process_time(), time.perf_counter()
         verdicts = list(map(seen, batch))
         cpu += time.process_time() - c0
         wall += time.perf_counter() - w0
+        full_gc.timing = False
         del batch
         v = np.fromiter(verdicts, dtype=bool, count=len(verdicts))
         false_seen += int(np.count_nonzero(v & new))
@@ -456,6 +490,7 @@ def run_config(key: str, n: int, seed: int, progress: bool = True) -> dict[str, 
     store_disk = None
     if df is not None and getattr(df, "_temp_path", None) is not None:
         store_disk = _file_bytes(df._temp_path)
+    full_gc.stop()
     c0 = time.process_time()
     if df is not None:
         df.close("finished")
@@ -489,6 +524,10 @@ def run_config(key: str, n: int, seed: int, progress: bool = True) -> dict[str, 
         "verdicts_seen": verdict_seen,
         "expected_seen": expected_seen,
         "close_cpu_s": close_cpu,
+        "full_gc_collections": full_gc.count,
+        "full_gc_cpu_s": full_gc.cpu,
+        "full_gc_collections_timed": full_gc.timed_count,
+        "full_gc_cpu_s_timed": full_gc.timed_cpu,
         "store_disk": store_disk,
         "store_disk_bytes_per_url": (store_disk["allocated"] / n) if store_disk else None,
         "stats": _seen_stats(crawler),
