@@ -12,7 +12,7 @@ loudly if Scrapy changes them.
 
 from __future__ import annotations
 
-from collections.abc import Container, Mapping
+from collections.abc import Callable, Container, Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
@@ -76,3 +76,16 @@ def peek_meta(request: Request) -> Mapping[str, Any]:
     except AttributeError:
         return request.meta
     return meta if meta is not None else _NO_META
+
+
+def call_later(delay: float, func: Callable[[], None]) -> Any:
+    """A cancellable timer on the crawl's event loop, or ``None`` when there is none.
+
+    Unit tests drive the scheduler without a reactor; they lose only the timers.
+    """
+    from scrapy.utils.asyncio import call_later as scrapy_call_later
+
+    try:
+        return scrapy_call_later(delay, func)
+    except RuntimeError:
+        return None

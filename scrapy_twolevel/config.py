@@ -56,6 +56,23 @@ DEFAULTS: dict[str, Any] = {
     "TWOLEVEL_SEEN_BLOOM": "builtin",
     "TWOLEVEL_SEEN_INITIAL_CAPACITY": 1 << 20,
     "TWOLEVEL_SEEN_PATH": None,  # None: JOBDIR, else a temporary file removed at close
+    # Seed recrawling (scrapy_twolevel.seeds, docs/recrawl.rst)
+    "TWOLEVEL_RECRAWL": False,
+    "TWOLEVEL_RECRAWL_HISTORY": None,  # None: JOBDIR, else .scrapy/twolevel/<spider>/
+    "TWOLEVEL_RECRAWL_MODEL": None,  # None: recrawl-model.json beside the history
+    "TWOLEVEL_RECRAWL_BUDGET": None,  # fetches per day over all seeds; None: the threshold
+    "TWOLEVEL_RECRAWL_THRESHOLD": 1.0,
+    "TWOLEVEL_RECRAWL_GAMMA": 0.5,
+    "TWOLEVEL_RECRAWL_MIN_INTERVAL": 60.0,
+    "TWOLEVEL_RECRAWL_MAX_INTERVAL": 86400.0,
+    "TWOLEVEL_RECRAWL_INITIAL_INTERVAL": 3600.0,
+    "TWOLEVEL_RECRAWL_LIST_SIZE": None,
+    "TWOLEVEL_RECRAWL_DURATION": 0.0,  # real seconds the crawl stays open; 0: no bound
+    "TWOLEVEL_RECRAWL_TRAIN_DAYS": 30,
+    "TWOLEVEL_RECRAWL_MIN_SAMPLES": 1000,
+    "TWOLEVEL_RECRAWL_RETRAIN_INTERVAL": 0.0,  # planner seconds; 0: never during a crawl
+    "TWOLEVEL_RECRAWL_TIME_SCALE": 1.0,
+    "TWOLEVEL_RECRAWL_TIME_ORIGIN": None,
 }
 
 SEEN_MODES = ("exact", "bloom-only")
@@ -300,4 +317,116 @@ class SeenConfig:
                 lambda v: v >= 1000,
             ),
             path=path or None,
+        )
+
+
+def _optional_path(settings: _Settings, name: str) -> str | None:
+    value = _get(settings, name)
+    if value is not None and not isinstance(value, str):
+        raise SettingsError(f"{name}={value!r} is not a path (a string)")
+    return value or None
+
+
+def _flag(settings: _Settings, name: str) -> bool:
+    """A bool, or what ``-s NAME=...`` passes: 1/0, true/false (any case)."""
+    value = _get(settings, name)
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int) and value in (0, 1):
+        return bool(value)
+    if isinstance(value, str) and value.strip().lower() in ("1", "true", "0", "false"):
+        return value.strip().lower() in ("1", "true")
+    raise SettingsError(f"{name}={value!r} is not valid; use True or False")
+
+
+@dataclass(frozen=True, slots=True)
+class RecrawlConfig:
+    """The ``TWOLEVEL_RECRAWL_*`` settings: refetching seed pages at planned times."""
+
+    enabled: bool
+    history: str | None
+    model: str | None
+    budget: float | None
+    threshold: float
+    gamma: float
+    min_interval: float
+    max_interval: float
+    initial_interval: float
+    list_size: int | None
+    duration: float
+    train_days: int
+    min_samples: int
+    retrain_interval: float
+    time_scale: float
+    time_origin: float | None
+
+    @classmethod
+    def from_settings(cls, settings: _Settings) -> RecrawlConfig:
+        budget = None
+        if _get(settings, "TWOLEVEL_RECRAWL_BUDGET") is not None:
+            budget = _float_setting(
+                settings, "TWOLEVEL_RECRAWL_BUDGET", "fetches per day > 0", lambda v: v > 0
+            )
+        min_interval = _float_setting(
+            settings, "TWOLEVEL_RECRAWL_MIN_INTERVAL", "seconds > 0", lambda v: v > 0
+        )
+        max_interval = _float_setting(
+            settings,
+            "TWOLEVEL_RECRAWL_MAX_INTERVAL",
+            f"seconds >= TWOLEVEL_RECRAWL_MIN_INTERVAL ({min_interval})",
+            lambda v: v >= min_interval,
+        )
+        list_size = None
+        if _get(settings, "TWOLEVEL_RECRAWL_LIST_SIZE") is not None:
+            list_size = _int_setting(
+                settings, "TWOLEVEL_RECRAWL_LIST_SIZE", "an integer >= 1", lambda v: v >= 1
+            )
+        scale = _float_setting(
+            settings, "TWOLEVEL_RECRAWL_TIME_SCALE", "a number > 0", lambda v: v > 0
+        )
+        origin = None
+        if _get(settings, "TWOLEVEL_RECRAWL_TIME_ORIGIN") is not None:
+            origin = _float_setting(
+                settings, "TWOLEVEL_RECRAWL_TIME_ORIGIN", "epoch seconds", lambda v: True
+            )
+        return cls(
+            enabled=_flag(settings, "TWOLEVEL_RECRAWL"),
+            history=_optional_path(settings, "TWOLEVEL_RECRAWL_HISTORY"),
+            model=_optional_path(settings, "TWOLEVEL_RECRAWL_MODEL"),
+            budget=budget,
+            threshold=_float_setting(
+                settings, "TWOLEVEL_RECRAWL_THRESHOLD", "a number > 0", lambda v: v > 0
+            ),
+            gamma=_float_setting(
+                settings, "TWOLEVEL_RECRAWL_GAMMA", "a number in [0, 1]", lambda v: 0 <= v <= 1
+            ),
+            min_interval=min_interval,
+            max_interval=max_interval,
+            initial_interval=_float_setting(
+                settings,
+                "TWOLEVEL_RECRAWL_INITIAL_INTERVAL",
+                f"seconds in [{min_interval}, {max_interval}] (the MIN and MAX intervals)",
+                lambda v: min_interval <= v <= max_interval,
+            ),
+            list_size=list_size,
+            duration=_float_setting(
+                settings,
+                "TWOLEVEL_RECRAWL_DURATION",
+                "seconds >= 0 (0: no bound)",
+                lambda v: v >= 0,
+            ),
+            train_days=_int_setting(
+                settings, "TWOLEVEL_RECRAWL_TRAIN_DAYS", "an integer >= 1", lambda v: v >= 1
+            ),
+            min_samples=_int_setting(
+                settings, "TWOLEVEL_RECRAWL_MIN_SAMPLES", "an integer >= 0", lambda v: v >= 0
+            ),
+            retrain_interval=_float_setting(
+                settings,
+                "TWOLEVEL_RECRAWL_RETRAIN_INTERVAL",
+                "seconds >= 0 (0: never during a crawl)",
+                lambda v: v >= 0,
+            ),
+            time_scale=scale,
+            time_origin=origin,
         )

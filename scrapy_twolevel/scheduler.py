@@ -54,9 +54,14 @@ from scrapy.core.scheduler import BaseScheduler
 from scrapy.utils.job import job_dir
 from scrapy.utils.misc import build_from_crawler, load_object
 
-from ._engine import requests_in_downloader, requests_in_progress, wake_engine
-from .addon import MIDDLEWARE_PATH
-from .config import SeenConfig, SettingsError, TwoLevelConfig, unknown_settings
+from ._engine import (
+    call_later,
+    requests_in_downloader,
+    requests_in_progress,
+    wake_engine,
+)
+from .addon import MIDDLEWARE_PATH, SEED_MIDDLEWARE_ORDER, SEED_MIDDLEWARE_PATH
+from .config import RecrawlConfig, SeenConfig, SettingsError, TwoLevelConfig, unknown_settings
 from .frontier import (
     BUILTIN_POLICIES,
     PLAIN_LANE,
@@ -67,6 +72,7 @@ from .frontier import (
 )
 from .request_codec import decode_request, encode_request
 from .request_keys import make_quality, make_request_host, mark_lane
+from .seeds import SeedMiddleware, SeedPlanner, close_seed_planner, make_clock, open_seed_planner
 from .signals import host_failed, host_measured
 from .storage.sqlite import Leased, ShapeMismatch, SqliteStore, StateError
 
@@ -116,6 +122,15 @@ def resolve_settings(crawler: Crawler) -> tuple[TwoLevelConfig, Policy, Callable
             'or use ADDONS = {"scrapy_twolevel.Addon": 0}, or TWOLEVEL_POLICY = '
             '"breadth-first" / "quality-first".'
         )
+    recrawl = RecrawlConfig.from_settings(crawler.settings)
+    if recrawl.enabled:
+        make_clock(recrawl)  # its rule, too, before the spider opens
+        if not _component_enabled(crawler, "SPIDER_MIDDLEWARES", SeedMiddleware):
+            raise SettingsError(
+                "TWOLEVEL_RECRAWL = True needs the seed middleware. Add to settings.py:\n"
+                f'    SPIDER_MIDDLEWARES = {{"{SEED_MIDDLEWARE_PATH}": {SEED_MIDDLEWARE_ORDER}}}\n'
+                'or use ADDONS = {"scrapy_twolevel.Addon": 0}.'
+            )
     return config, policy, make_quality(config.quality)
 
 
@@ -141,14 +156,19 @@ def _uses_seen_cache(crawler: Crawler) -> bool:
 def _metrics_middleware_enabled(crawler: Crawler) -> bool:
     from .middleware import HostMetricsMiddleware
 
-    for path, order in crawler.settings.getwithbase("DOWNLOADER_MIDDLEWARES").items():
+    return _component_enabled(crawler, "DOWNLOADER_MIDDLEWARES", HostMetricsMiddleware)
+
+
+def _component_enabled(crawler: Crawler, setting: str, component: type) -> bool:
+    """Whether the ``setting`` dict (with its ``_BASE``) enables ``component`` or a subclass."""
+    for path, order in crawler.settings.getwithbase(setting).items():
         if order is None:
             continue
         try:
             cls = load_object(path) if isinstance(path, str) else path
-        except Exception:  # Scrapy reports a middleware it cannot load itself
+        except Exception:  # Scrapy reports a component it cannot load itself
             continue
-        if isinstance(cls, type) and issubclass(cls, HostMetricsMiddleware):
+        if isinstance(cls, type) and issubclass(cls, component):
             return True
     return False
 
@@ -226,6 +246,8 @@ class TwoLevelScheduler(BaseScheduler):
         self._wake_timer: Any = None
         self._wake_at: float | None = None
         self.spider: Spider | None = None
+        #: Seed recrawling (``TWOLEVEL_RECRAWL``), see :mod:`scrapy_twolevel.seeds`.
+        self.seeds: SeedPlanner | None = None
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
@@ -279,6 +301,21 @@ class TwoLevelScheduler(BaseScheduler):
                 {"queuesize": len(self.frontier), "hosts": self.frontier.host_count},
                 extra={"spider": spider},
             )
+        try:
+            self.seeds = open_seed_planner(
+                self.crawler,
+                spider.name,
+                encode=lambda request: encode_request(request, spider),
+                decode=lambda data: decode_request(data, spider),
+                enqueue=self.enqueue_request,
+            )
+        except Exception:
+            self.frontier.close()
+            if self._store is not None:
+                self._store.close()
+                self._store = None
+            self.df.close("shutdown")
+            raise
         self.crawler.signals.connect(self._request_left, signals.request_left_downloader)
         self.crawler.signals.connect(self._host_measured, host_measured)
         self.crawler.signals.connect(self._host_failed, host_failed)
@@ -349,6 +386,9 @@ class TwoLevelScheduler(BaseScheduler):
             if timer is not None:
                 timer.cancel()
         self._commit_timer = self._wake_timer = None
+        if self.seeds is not None:
+            close_seed_planner(self.crawler, self.seeds)
+            self.seeds = None
         if self.frontier is not None and not self._outcomes_reported:
             # Dropped before download when nothing else was pending: no release was needed
             # then, so none was counted; count them now, so the stat does not depend on timing.
@@ -366,7 +406,8 @@ class TwoLevelScheduler(BaseScheduler):
         return self.df.close(reason)
 
     def has_pending_requests(self) -> bool:
-        return len(self) > 0
+        # Planned seed refetches keep the crawl open (until TWOLEVEL_RECRAWL_DURATION).
+        return len(self) > 0 or (self.seeds is not None and self.seeds.pending())
 
     def __len__(self) -> int:
         return len(self.frontier) if self.frontier is not None else 0
@@ -380,6 +421,8 @@ class TwoLevelScheduler(BaseScheduler):
             self.df.log(request, self.spider)
             return False
         assert self.frontier is not None
+        if self.seeds is not None:
+            self.seeds.accepting(request)
         if host == PLAIN_LANE:
             self._inc_stat("twolevel/plain_lane")
         item: Any = request
@@ -396,6 +439,8 @@ class TwoLevelScheduler(BaseScheduler):
     def next_request(self) -> Request | None:
         frontier = self.frontier
         assert frontier is not None
+        if self.seeds is not None:
+            self.seeds.release_due()
         while True:
             popped = frontier.pop()
             if popped is None and len(frontier) and self._release_dropped():
@@ -432,6 +477,8 @@ class TwoLevelScheduler(BaseScheduler):
             self._leases[request] = item.seq
             break
         self._inc_stat("scheduler/dequeued")
+        if self.seeds is not None:
+            self.seeds.handed_out(request)
         if host != PLAIN_LANE:
             mark_lane(request, host)
             self._in_flight[request] = host
@@ -583,7 +630,7 @@ class TwoLevelScheduler(BaseScheduler):
         """Commit the JOBDIR frontier within ``TWOLEVEL_COMMIT_INTERVAL`` of a write."""
         if self._store is None or self._commit_timer is not None or not self._store.uncommitted:
             return
-        self._commit_timer = _call_later(self.config.commit_interval, self._commit_tick)
+        self._commit_timer = call_later(self.config.commit_interval, self._commit_tick)
 
     def _commit_tick(self) -> None:
         self._commit_timer = None
@@ -603,7 +650,7 @@ class TwoLevelScheduler(BaseScheduler):
         assert self.frontier is not None
         delay = max(0.0, retry_at - self.frontier.now())
         self._wake_at = retry_at
-        self._wake_timer = _call_later(delay, self._wake)
+        self._wake_timer = call_later(delay, self._wake)
 
     def _wake(self) -> None:
         self._wake_timer = self._wake_at = None
@@ -714,16 +761,3 @@ def _policies_of_order(order: str | None) -> str:
     by_quality = order == "quality"
     names = [n for n, cls in BUILTIN_POLICIES.items() if cls.orders_urls_by_quality == by_quality]
     return ", ".join(names)
-
-
-def _call_later(delay: float, func: Callable[[], None]) -> Any:
-    """A cancellable timer on the crawl's event loop, or ``None`` when there is none.
-
-    Unit tests drive the scheduler without a reactor; they lose only the timers.
-    """
-    from scrapy.utils.asyncio import call_later
-
-    try:
-        return call_later(delay, func)
-    except RuntimeError:
-        return None

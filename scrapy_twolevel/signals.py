@@ -1,6 +1,7 @@
-"""Signals of scrapy_twolevel, sent by the host metrics middleware for every request.
+"""Signals of scrapy_twolevel.
 
-Together they report each request's outcome; the scheduler frees the request's host when
+``host_measured`` and ``host_failed`` are sent by the host metrics middleware for every
+request. Together they report each request's outcome; the scheduler frees the request's host when
 it hears one (see :mod:`scrapy_twolevel.scheduler`).
 
 ``host_measured``: a response arrived. Arguments ``host`` (the host key), ``request``, and
@@ -18,3 +19,14 @@ and failure streak.
 
 host_measured = object()
 host_failed = object()
+
+#: Sent by :class:`~scrapy_twolevel.seeds.SeedMiddleware` for seed pages and the articles
+#: found on them (see :mod:`scrapy_twolevel.seeds`); the scheduler's seed planner listens.
+#: ``seed_page_received``: a seed's response reached the spider (argument ``request``).
+seed_page_received = object()
+#: ``seed_page_failed``: its callback or a spider middleware raised (``request``,
+#: ``exception``): the fetch is not counted.
+seed_page_failed = object()
+#: ``article_fetched``: the response to a link found on a seed page (``request``,
+#: ``response``): its publish time goes into the history.
+article_fetched = object()

@@ -193,3 +193,11 @@ def test_addon_keeps_the_projects_own_order_for_the_middleware(key):
     mws = crawler.settings.getwithbase("DOWNLOADER_MIDDLEWARES")
     assert list(mws.values()).count(950) == 0
     assert mws[key] is None
+
+
+def test_every_setting_is_documented_in_the_settings_page() -> None:
+    from pathlib import Path
+
+    page = (Path(__file__).parents[1] / "docs" / "settings.rst").read_text(encoding="utf-8")
+    missing = [name for name in DEFAULTS if f"``{name}``" not in page]
+    assert not missing

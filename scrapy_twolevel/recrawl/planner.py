@@ -199,6 +199,12 @@ class RecrawlPlanner:
         a = self.prior_articles
         return (a + state.observed) / (a + state.expected)
 
+    def set_predictor(self, predictor: RatePredictor | None) -> None:
+        """Plan with a newly trained model from now on; the budget is split again."""
+        self.predictor = predictor
+        self._balanced_at = self._sampled_at = None
+        self._rates = None
+
     def forget(self, seed_key: str) -> None:
         """Drop what the planner holds about a seed (it is no longer crawled)."""
         self._seeds.pop(seed_key, None)

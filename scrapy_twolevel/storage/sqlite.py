@@ -97,6 +97,18 @@ def _not_ours(path: Path, exc: Exception) -> StateError:
     )
 
 
+def check_format_marker(db: sqlite3.Connection, path: Path, expected: str, advice: str) -> None:
+    """Raise :class:`StateError` unless ``db``'s ``meta`` table holds ``format = expected``.
+
+    Run it before any PRAGMA: switching a foreign file to WAL would rewrite its header. A
+    file that is not SQLite at all raises ``sqlite3.DatabaseError`` here instead.
+    """
+    row = db.execute("SELECT value FROM meta WHERE key='format'").fetchone()
+    if row is None or row[0] != expected:
+        found = row[0] if row else "no format marker"
+        raise StateError(f"{path} holds {found!r}, expected {expected!r}: {advice}")
+
+
 class SqliteStore:
     """The SQLite file behind every :class:`SqliteHostQueue` of one crawl."""
 
@@ -184,13 +196,13 @@ class SqliteStore:
         A file that is not SQLite at all raises ``sqlite3.DatabaseError`` here, which
         ``__init__`` reports.
         """
-        row = self.db.execute("SELECT value FROM meta WHERE key='format'").fetchone()
-        if row is None or row[0] != FORMAT:
-            found = row[0] if row else "no format marker"
-            raise StateError(
-                f"{self.path} holds {found!r}, expected {FORMAT!r}: probably a JOBDIR from "
-                "another version or another tool. It was left untouched; use a fresh JOBDIR."
-            )
+        check_format_marker(
+            self.db,
+            self.path,
+            FORMAT,
+            "probably a JOBDIR from another version or another tool. It was left untouched; "
+            "use a fresh JOBDIR.",
+        )
 
     def _check_shape(self, shape: Mapping[str, str]) -> None:
         stored = dict(

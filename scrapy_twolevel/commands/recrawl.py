@@ -1,0 +1,115 @@
+"""``scrapy recrawl train|report SPIDER``: fit and inspect the seed recrawl model.
+
+``train`` reads the spider's recrawl history (where its crawls put it: see
+:func:`~scrapy_twolevel.seeds.recrawl_paths`), fits each seed key's hourly rate as of now
+on the planner clock (``TWOLEVEL_RECRAWL_TRAIN_DAYS`` days, keys with fewer than
+``TWOLEVEL_RECRAWL_MIN_SAMPLES`` dated articles pooled by host), saves the model where the
+next crawl loads it, and prints the report. ``report`` prints the saved model's report:
+per key the articles, cross-validated and tail R², the R² ceiling, and the tail Poisson
+deviance of the forest and of the GLM baseline.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from scrapy.commands import ScrapyCommand
+from scrapy.exceptions import UsageError
+from scrapy.spiderloader import get_spider_loader
+
+if TYPE_CHECKING:
+    import argparse
+
+    from scrapy.settings import Settings
+
+ACTIONS = ("train", "report")
+
+
+class Command(ScrapyCommand):
+    requires_project = True
+    requires_crawler_process = False
+    default_settings: ClassVar[dict[str, Any]] = {"LOG_ENABLED": False}
+
+    def syntax(self) -> str:
+        return "train|report <spider>"
+
+    def short_desc(self) -> str:
+        return "Train or report the seed recrawl model of a spider (scrapy_twolevel)"
+
+    def add_options(self, parser: argparse.ArgumentParser) -> None:
+        super().add_options(parser)
+        parser.add_argument(
+            "--as-of",
+            type=float,
+            default=None,
+            help="train as of this time (epoch seconds on the planner clock; default: now)",
+        )
+
+    def run(self, args: list[str], opts: argparse.Namespace) -> None:
+        if len(args) != 2 or args[0] not in ACTIONS:
+            raise UsageError()
+        action, spider_name = args
+        assert self.settings is not None
+        settings = self._spider_settings(spider_name)
+        if action == "train":
+            self.exitcode = train(settings, spider_name, opts.as_of)
+        else:
+            self.exitcode = report(settings, spider_name)
+
+    def _spider_settings(self, spider_name: str) -> Settings:
+        """The project's settings with the spider's ``custom_settings`` on top, as a crawl."""
+        assert self.settings is not None
+        settings = self.settings.copy()
+        try:
+            spidercls = get_spider_loader(settings).load(spider_name)
+        except KeyError as exc:
+            raise UsageError(f"Spider not found: {spider_name}") from exc
+        spidercls.update_settings(settings)
+        return settings
+
+
+def train(settings: Settings, spider_name: str, as_of: float | None = None) -> int:
+    from ..config import RecrawlConfig
+    from ..recrawl.history import HistoryStore
+    from ..recrawl.model import fit_predictor
+    from ..seeds import make_clock, recrawl_paths
+
+    config = RecrawlConfig.from_settings(settings)
+    history_path, model_path = recrawl_paths(settings, spider_name)
+    if not history_path.exists():
+        print(f"No recrawl history at {history_path}: crawl with TWOLEVEL_RECRAWL = True first.")
+        return 1
+    history = HistoryStore(history_path)
+    try:
+        events = list(history.events())
+        counts = history.counts()
+    finally:
+        history.close()
+    when = make_clock(config)() if as_of is None else as_of
+    predictor = fit_predictor(events, when, days=config.train_days, min_samples=config.min_samples)
+    if not predictor.fits:
+        print(
+            f"No dated articles in the last {config.train_days} days of {history_path} "
+            f"({counts['articles']} articles, {counts['fetches']} seed fetches): no model."
+        )
+        return 1
+    predictor.save(model_path)
+    print(
+        f"Trained on {history_path} ({counts['articles']} articles, {counts['fetches']} "
+        f"seed fetches); model saved to {model_path}\n"
+    )
+    print(predictor.report_text())
+    return 0
+
+
+def report(settings: Settings, spider_name: str) -> int:
+    from ..seeds import load_model, recrawl_paths
+
+    _, model_path = recrawl_paths(settings, spider_name)
+    predictor = load_model(model_path)
+    if predictor is None:
+        print(f"No recrawl model at {model_path}: run `scrapy recrawl train {spider_name}`.")
+        return 1
+    print(f"Model {model_path}\n")
+    print(predictor.report_text())
+    return 0

@@ -1,0 +1,172 @@
+"""What a crawl learned about its seed pages, in one SQLite file: the training data.
+
+Three tables:
+
+- ``fetches``: every completed fetch of a seed (seed key, time, new links it found);
+- ``articles``: every new link found on a seed page (URL, seed key, the fetch that found
+  it and the one before, and the publish time read from the article page once fetched);
+- ``plans``: each seed's next planned fetch and the request to send then, so a resumed
+  crawl keeps its schedule.
+
+:meth:`HistoryStore.events` turns the articles into the ``(seed_key, publish_time)`` pairs
+that :func:`~.model.fit_predictor` takes, applying the midpoint rule to articles without
+a date (:func:`~.samples.known_or_midpoint`).
+
+Writes are batched: :meth:`HistoryStore.commit` is called by the owner (at most once a
+second in a crawl, and at close). A killed crawl loses at most the writes since then,
+and a seed whose plan was not committed is fetched once more than planned: never lost.
+
+Pure module: no Scrapy. Raises :class:`~scrapy_twolevel.storage.sqlite.StateError` for a
+file that is not a history file.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..storage.sqlite import StateError, check_format_marker
+from .samples import MIDPOINT_MAX_GAP, known_or_midpoint
+
+#: Format marker stored in the file; bump when the schema changes.
+FORMAT = "scrapy_twolevel.recrawl-history/1"
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS fetches (
+    seed TEXT NOT NULL, at REAL NOT NULL, new_links INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS fetches_by_seed ON fetches (seed, at);
+CREATE TABLE IF NOT EXISTS articles (
+    url TEXT PRIMARY KEY, seed TEXT NOT NULL, found_at REAL NOT NULL,
+    previous_fetch REAL, published REAL
+);
+CREATE TABLE IF NOT EXISTS plans (
+    seed TEXT PRIMARY KEY, due REAL NOT NULL, request BLOB NOT NULL
+);
+"""
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A seed's next fetch: when (the planner's clock), and the request to send (opaque)."""
+
+    seed: str
+    due: float
+    request: bytes
+
+
+class HistoryStore:
+    """The history file of one crawl (or of every crawl of one spider, without JOBDIR)."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        existed = self.path.exists() and self.path.stat().st_size > 0
+        if not existed:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.db = sqlite3.connect(self.path, isolation_level=None)
+        try:
+            if existed:
+                # Before any PRAGMA: switching a foreign file to WAL would rewrite its header.
+                check_format_marker(
+                    self.db,
+                    self.path,
+                    FORMAT,
+                    "not a recrawl history file of this version. It was left untouched; "
+                    "point TWOLEVEL_RECRAWL_HISTORY elsewhere or use a fresh JOBDIR.",
+                )
+            self.db.execute("PRAGMA journal_mode=WAL")
+            self.db.execute("PRAGMA synchronous=NORMAL")
+            if not existed:
+                self.db.executescript(_SCHEMA)
+                self.db.execute("INSERT INTO meta VALUES ('format', ?)", (FORMAT,))
+        except sqlite3.DatabaseError as exc:
+            self.db.close()
+            raise StateError(
+                f"{self.path} is not a recrawl history file ({exc}); it was left untouched."
+            ) from exc
+        except StateError:
+            self.db.close()
+            raise
+        self.db.execute("BEGIN")
+        self.uncommitted = 0
+
+    # -- writing ---------------------------------------------------------------------
+
+    def record_fetch(self, seed: str, at: float, new_links: int) -> None:
+        """A fetch of ``seed`` at ``at`` whose page held ``new_links`` links not seen before."""
+        self.db.execute("INSERT INTO fetches VALUES (?, ?, ?)", (seed, at, new_links))
+        self.uncommitted += 1
+
+    def record_article(
+        self, url: str, seed: str, found_at: float, previous_fetch: float | None
+    ) -> bool:
+        """A new link on ``seed``'s page; ``False`` if the URL was already recorded."""
+        cursor = self.db.execute(
+            "INSERT OR IGNORE INTO articles VALUES (?, ?, ?, ?, NULL)",
+            (url, seed, found_at, previous_fetch),
+        )
+        self.uncommitted += 1
+        return cursor.rowcount > 0
+
+    def record_published(self, url: str, published: float) -> bool:
+        """The publish time read from the article page; ``False`` for an unknown URL."""
+        cursor = self.db.execute("UPDATE articles SET published=? WHERE url=?", (published, url))
+        self.uncommitted += 1
+        return cursor.rowcount > 0
+
+    def save_plan(self, plan: Plan) -> None:
+        self.db.execute(
+            "INSERT OR REPLACE INTO plans VALUES (?, ?, ?)", (plan.seed, plan.due, plan.request)
+        )
+        self.uncommitted += 1
+
+    def commit(self) -> None:
+        if self.uncommitted:
+            self.db.execute("COMMIT")
+            self.db.execute("BEGIN")
+            self.uncommitted = 0
+
+    def close(self) -> None:
+        self.commit()
+        self.db.execute("COMMIT")
+        self.db.close()
+
+    # -- reading ---------------------------------------------------------------------
+
+    def plans(self) -> list[Plan]:
+        return [
+            Plan(seed, due, bytes(request))
+            for seed, due, request in self.db.execute("SELECT seed, due, request FROM plans")
+        ]
+
+    def fetches(self, since: float = float("-inf")) -> list[tuple[str, float, int]]:
+        """``(seed, at, new_links)`` of the fetches at or after ``since``, oldest first."""
+        return list(
+            self.db.execute(
+                "SELECT seed, at, new_links FROM fetches WHERE at >= ? ORDER BY at, rowid",
+                (since,),
+            )
+        )
+
+    def last_fetch(self, seed: str) -> float | None:
+        row = self.db.execute("SELECT MAX(at) FROM fetches WHERE seed=?", (seed,)).fetchone()
+        return row[0]
+
+    def events(self, max_gap: float = MIDPOINT_MAX_GAP) -> Iterator[tuple[str, float | None]]:
+        """``(seed_key, publish time)`` of every article, with the midpoint rule applied
+        where the page gave no time; ``None`` where neither is known."""
+        rows = self.db.execute(
+            "SELECT seed, found_at, previous_fetch, published FROM articles ORDER BY rowid"
+        )
+        for seed, found_at, previous_fetch, published in rows:
+            yield seed, known_or_midpoint(published, previous_fetch, found_at, max_gap)
+
+    def counts(self) -> dict[str, int]:
+        """Rows per table, for reports."""
+        return {
+            table: int(self.db.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0])
+            for table in ("fetches", "articles", "plans")
+        }
