@@ -75,6 +75,8 @@ DEFAULTS: dict[str, Any] = {
     "TWOLEVEL_RECRAWL_TIME_ORIGIN": None,
 }
 
+#: Days at the end of the training window that validate the model (``FitParams.tail_days``).
+RECRAWL_TAIL_DAYS = 7
 SEEN_MODES = ("exact", "bloom-only")
 SEEN_BLOOMS = ("builtin", "pybloom-live")
 #: Filter error rate when TWOLEVEL_SEEN_ERROR_RATE is not set. Exact mode: a "maybe" costs
@@ -416,7 +418,11 @@ class RecrawlConfig:
                 lambda v: v >= 0,
             ),
             train_days=_int_setting(
-                settings, "TWOLEVEL_RECRAWL_TRAIN_DAYS", "an integer >= 1", lambda v: v >= 1
+                settings,
+                "TWOLEVEL_RECRAWL_TRAIN_DAYS",
+                f"an integer > {RECRAWL_TAIL_DAYS} (the last {RECRAWL_TAIL_DAYS} days validate "
+                "the model trained on the days before)",
+                lambda v: v > RECRAWL_TAIL_DAYS,
             ),
             min_samples=_int_setting(
                 settings, "TWOLEVEL_RECRAWL_MIN_SAMPLES", "an integer >= 0", lambda v: v >= 0

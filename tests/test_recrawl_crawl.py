@@ -208,3 +208,70 @@ def test_recrawl_without_the_seed_middleware_stops_with_one_clear_message(
     assert proc.returncode != 0
     assert "TWOLEVEL_RECRAWL = True needs the seed middleware" in proc.stderr, proc.stderr[-3000:]
     assert not (tmp_path / "h.sqlite3").exists()
+
+
+def write_archive(path: Path, clock: ScaledClock, days: float) -> NewsSite:
+    """The news site's last ``days`` of articles, as earlier crawls would have recorded them."""
+    site = NewsSite(parse_sections(DEFAULT_SECTIONS), clock, seed=0)
+    until = clock()
+    history = HistoryStore(path)
+    for section in site.sections:
+        for t in site.articles(section, until - days * DAY, until):
+            url = f"http://archive.test/{section}/{t}"
+            history.record_article(url, seed_key_for(section), t, None)
+            history.record_published(url, t)
+    history.close()
+    return site
+
+
+def test_retraining_during_a_long_crawl_saves_a_model_the_crawl_then_uses(
+    tmp_path: Path,
+) -> None:
+    origin = time.time()
+    history_path = tmp_path / "recrawl.sqlite3"
+    write_archive(history_path, ScaledClock(SCALE, origin), days=10)
+    crawl = scrapy(
+        "crawl", "news",
+        "-s", f"TWOLEVEL_RECRAWL_TIME_ORIGIN={origin}",
+        "-s", f"TWOLEVEL_RECRAWL_HISTORY={history_path}",
+        "-s", "TWOLEVEL_RECRAWL_RETRAIN_INTERVAL=14400",  # every 4 planner hours
+        "-s", "TWOLEVEL_RECRAWL_TRAIN_DAYS=10",
+        "-s", "TWOLEVEL_RECRAWL_DURATION=14",
+    )  # fmt: skip
+    assert crawl.returncode == 0, crawl.stderr[-3000:]
+    log = crawl.stderr
+    assert "no model at" in log  # it started without one
+    assert (stat(log, "twolevel/recrawl/retrained") or 0) >= 1, log[-3000:]
+    assert stat(log, "twolevel/recrawl/retrain_failed") is None
+    predictor = load_model(history_path.with_name("recrawl-model.json"))
+    assert predictor is not None
+    assert sorted(predictor.fits) == ["news/day", "news/night"]
+    day = predictor.week("news/day")
+    assert day is not None
+    busy = sum(day[w * 24 + h] for w in range(7) for h in range(6, 18))
+    quiet = sum(day[w * 24 + h] for w in range(7) for h in (*range(6), *range(18, 24)))
+    assert busy > 10 * quiet  # it learned the day section's rhythm (50x in truth)
+
+
+def test_a_failing_seed_is_retried_later_and_never_dropped(tmp_path: Path) -> None:
+    crawl = scrapy(
+        "crawl", "news",
+        "-s", f"TWOLEVEL_RECRAWL_TIME_ORIGIN={time.time()}",
+        "-s", f"TWOLEVEL_RECRAWL_HISTORY={tmp_path / 'h.sqlite3'}",
+        "-s", "TWOLEVEL_TESTWEB_NEWS_FAILING=night",
+        "-s", "TWOLEVEL_RECRAWL_INITIAL_INTERVAL=3600",
+        "-s", "TWOLEVEL_RECRAWL_DURATION=8",
+    )  # fmt: skip
+    assert crawl.returncode == 0, crawl.stderr[-3000:]
+    log = crawl.stderr
+    # Each try of the night page (and each of Scrapy's retries of it) ends without a
+    # response reaching the callback: not counted, tried again an hour later.
+    failed = stat(log, "twolevel/recrawl/fetches_without_response") or 0
+    assert failed >= 3, log[-3000:]
+    assert stat(log, "twolevel/recrawl/seeds") == 2
+    db = sqlite3.connect(tmp_path / "h.sqlite3")
+    seeds = {seed for (seed,) in db.execute("SELECT seed FROM fetches")}
+    plans = {seed for (seed,) in db.execute("SELECT seed FROM plans")}
+    db.close()
+    assert seeds == {"news/day"}  # the failures are not in the history
+    assert plans == {"news/day", "news/night"}

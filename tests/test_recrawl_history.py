@@ -115,6 +115,10 @@ def test_seed_key_of() -> None:
         ({"TWOLEVEL_RECRAWL_INITIAL_INTERVAL": 1}, "TWOLEVEL_RECRAWL_INITIAL_INTERVAL=1"),
         ({"TWOLEVEL_RECRAWL_LIST_SIZE": "x"}, "TWOLEVEL_RECRAWL_LIST_SIZE='x' is not an integer"),
         ({"TWOLEVEL_RECRAWL_HISTORY": 3}, "TWOLEVEL_RECRAWL_HISTORY=3 is not a path"),
+        (
+            {"TWOLEVEL_RECRAWL_TRAIN_DAYS": 7},
+            r"TWOLEVEL_RECRAWL_TRAIN_DAYS=7 is out of range; it must be an integer > 7",
+        ),
         ({"TWOLEVEL_RECRAWL_TIME_SCALE": -1}, "TWOLEVEL_RECRAWL_TIME_SCALE=-1 is out of range"),
     ],
 )

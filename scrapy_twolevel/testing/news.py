@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 import math
 import random
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -52,6 +52,8 @@ PROFILES: dict[str, tuple[float, ...]] = {
 SECTIONS_SETTING = "TWOLEVEL_TESTWEB_NEWS_SECTIONS"
 SEED_SETTING = "TWOLEVEL_TESTWEB_NEWS_SEED"
 PORT_SETTING = "TWOLEVEL_TESTWEB_NEWS_PORT"
+#: Sections whose list page answers 503 (to test seeds that fail).
+FAILING_SETTING = "TWOLEVEL_TESTWEB_NEWS_FAILING"
 #: With JOBDIR, the port is kept here: the requests planned in the JOBDIR name it.
 PORT_FILE = "newssite.json"
 DEFAULT_SECTIONS = "day:120,night:120"
@@ -104,10 +106,17 @@ def _poisson(rng: random.Random, mean: float) -> int:
 class NewsSite:
     """The site's content as a function of time: which articles exist at ``now``."""
 
-    def __init__(self, sections: Sequence[Section], clock: ScaledClock, seed: int = 0) -> None:
+    def __init__(
+        self,
+        sections: Sequence[Section],
+        clock: ScaledClock,
+        seed: int = 0,
+        failing: Iterable[str] = (),
+    ) -> None:
         self.sections = {s.name: s for s in sections}
         self.clock = clock
         self.seed = seed
+        self.failing = frozenset(failing)
 
     def hour_articles(self, section: str, hour: int) -> list[float]:
         """Publish times of the articles of the hour ``[hour*3600, (hour+1)*3600)``, sorted."""
@@ -147,6 +156,8 @@ class NewsSite:
     def render(self, path: str) -> tuple[int, bytes]:
         """``(status, html)`` for a request path."""
         parts = [p for p in path.split("?")[0].split("/") if p]
+        if len(parts) == 1 and parts[0] in self.failing:
+            return 503, b"<html><body>unavailable</body></html>"
         if len(parts) == 1 and parts[0] in self.sections:
             items = "".join(
                 f'<li><a href="/{parts[0]}/a/{aid}">article {aid}</a></li>'
@@ -185,7 +196,8 @@ class EmbeddedNewsSite:
     Settings: ``TWOLEVEL_TESTWEB_NEWS_SECTIONS`` (``"day:120,night:120"``: profile and
     articles per day), ``TWOLEVEL_TESTWEB_NEWS_SEED`` (0), and the planner clock's
     ``TWOLEVEL_RECRAWL_TIME_SCALE`` / ``TWOLEVEL_RECRAWL_TIME_ORIGIN``;
-    ``TWOLEVEL_TESTWEB_NEWS_PORT`` (0: any free port; with JOBDIR, the first run's port).
+    ``TWOLEVEL_TESTWEB_NEWS_PORT`` (0: any free port; with JOBDIR, the first run's port);
+    ``TWOLEVEL_TESTWEB_NEWS_FAILING`` (sections whose list page answers 503).
     """
 
     def __init__(self, site: NewsSite, port: int = 0, jobdir: str | None = None) -> None:
@@ -215,7 +227,12 @@ class EmbeddedNewsSite:
         sections = parse_sections(settings.get(SECTIONS_SETTING, DEFAULT_SECTIONS))
         clock = make_clock(RecrawlConfig.from_settings(settings))
         ext = cls(
-            NewsSite(sections, clock, settings.getint(SEED_SETTING, 0)),
+            NewsSite(
+                sections,
+                clock,
+                settings.getint(SEED_SETTING, 0),
+                settings.getlist(FAILING_SETTING),
+            ),
             settings.getint(PORT_SETTING, 0),
             job_dir(settings),
         )
