@@ -174,8 +174,9 @@ def test_exact_set_never_calls_a_new_key_seen_even_when_the_bloom_lies():
 def test_exact_set_rebuilds_a_bigger_filter_when_full():
     seen = SeenSet(LRUCache(0), MemorySeenStore(), error_rate=0.01, initial_capacity=1000)
     assert [seen.test_and_add(key(i)) for i in range(5000)] == [False] * 5000
-    assert seen.counters.rebuilds == 3  # 1000 -> 2000 -> 4000 -> 8000
-    assert seen.bloom.capacity == 8000
+    # x1.5, rounded down: 1000 -> 1500 -> 2250 -> 3375 -> 5062 (full at 1000, 1500, 2250, 3375)
+    assert seen.counters.rebuilds == 4
+    assert seen.bloom.capacity == 5062
     assert all(seen.test_and_add(key(i)) for i in range(5000))
     assert len(seen) == 5000
 
