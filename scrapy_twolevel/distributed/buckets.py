@@ -180,7 +180,13 @@ class BucketTable:
                 raise ValueError("size and owner list disagree")
             if not all(o is None or isinstance(o, str) for o in owner):
                 raise ValueError("owners must be node names or null")
-        except (KeyError, TypeError, AttributeError, json.JSONDecodeError) as exc:
+        except (
+            KeyError,
+            TypeError,
+            AttributeError,
+            UnicodeDecodeError,
+            json.JSONDecodeError,
+        ) as exc:
             raise ValueError(f"not a bucket table ({exc})") from exc
         table = cls(size)
         for bucket, node in enumerate(owner):

@@ -1,0 +1,137 @@
+"""The registry in a real Redis (``TWOLEVEL_REDIS_URL``, default 127.0.0.1:6379/0)."""
+
+from __future__ import annotations
+
+import os
+import threading
+import uuid
+from collections.abc import Iterator
+
+import pytest
+import redis
+
+from scrapy_twolevel.distributed.registry import NotAMember, Registry
+
+URL = os.environ.get("TWOLEVEL_REDIS_URL", "redis://127.0.0.1:6379/0")
+
+
+@pytest.fixture
+def crawl() -> Iterator[tuple[redis.Redis, str]]:
+    client = redis.Redis.from_url(URL)
+    crawl_id = f"test-{uuid.uuid4().hex[:10]}"
+    yield client, crawl_id
+    keys = list(client.scan_iter(f"twolevel:{crawl_id}:*"))
+    if keys:
+        client.delete(*keys)
+    client.close()
+
+
+def node(crawl: tuple[redis.Redis, str], name: str, **kwargs) -> Registry:
+    client, crawl_id = crawl
+    return Registry(client, crawl_id, name, buckets=kwargs.pop("buckets", 1000), **kwargs)
+
+
+def test_joins_and_a_leave_through_redis(crawl) -> None:
+    a, b, c = node(crawl, "a"), node(crawl, "b"), node(crawl, "c")
+    assert len(a.join()) == 1000
+    assert len(b.join()) == 500
+    assert len(c.join()) == 333
+    for r in (a, b, c):
+        r.refresh()
+        r.table.check()
+        assert r.table.counts() == {"a": 334, "b": 333, "c": 333}
+    assert a.owned() | b.owned() | c.owned() == frozenset(range(1000))
+    assert a.owner_of_host("example.com") == c.owner_of_host("example.com")
+
+    held = b.owned()
+    moves = b.leave()
+    assert sorted(m.bucket for m in moves) == sorted(held)
+    assert a.refresh() and c.refresh()
+    assert a.table.counts() == {"a": 500, "c": 500}
+    with pytest.raises(NotAMember):
+        b.heartbeat()
+    assert not b.may_dispatch()
+
+
+def test_a_node_whose_heartbeat_expired_is_reaped_and_told_so(crawl) -> None:
+    client, crawl_id = crawl
+    a, b = node(crawl, "a"), node(crawl, "b")
+    a.join()
+    b.join()
+    assert a.reap() == {}  # b is alive
+    # b's alive key runs out (it stopped, or lost Redis for its whole ttl).
+    client.delete(f"twolevel:{crawl_id}:alive:b")
+    reaped = a.reap()
+    assert set(reaped) == {"b"} and len(reaped["b"]) == 500
+    assert a.owned() == frozenset(range(1000))
+    # b comes back: it is told it is out, and must not dispatch.
+    with pytest.raises(NotAMember):
+        b.heartbeat()
+    assert not b.may_dispatch()
+    assert a.reap() == {}  # nothing more to reap
+
+
+def test_the_last_node_leaving_empties_the_table(crawl) -> None:
+    a = node(crawl, "a")
+    a.join()
+    assert len(a.leave()) == 1000
+    b = node(crawl, "b")
+    assert len(b.join()) == 1000  # a new crawl under the same id starts from scratch
+
+
+def test_may_dispatch_only_within_ttl_of_the_last_heartbeat(crawl) -> None:
+    now = [100.0]
+    a = node(crawl, "a", ttl=10.0, clock=lambda: now[0])
+    assert not a.may_dispatch()
+    a.join()
+    now[0] = 109.9
+    assert a.may_dispatch()
+    now[0] = 110.0
+    assert not a.may_dispatch()  # stop before anyone can reap it
+    a.heartbeat()
+    assert a.may_dispatch()
+
+
+def test_concurrent_joins_all_land_with_every_bucket_owned_once(crawl) -> None:
+    client, crawl_id = crawl
+    names = [f"n{i}" for i in range(6)]
+    registries = [Registry(redis.Redis.from_url(URL), crawl_id, n, buckets=997) for n in names]
+    barrier = threading.Barrier(len(registries))
+    errors: list[BaseException] = []
+
+    def join(r: Registry) -> None:
+        try:
+            barrier.wait()
+            r.join()
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=join, args=(r,)) for r in registries]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    check = Registry(client, crawl_id, "observer", buckets=997)
+    check.refresh()
+    check.table.check()
+    counts = check.table.counts()
+    assert sorted(counts) == names
+    assert max(counts.values()) - min(counts.values()) <= 1
+    assert int(client.get(f"twolevel:{crawl_id}:epoch")) == 6  # one change per join
+    for r in registries:
+        r.redis.close()
+
+
+def test_a_node_with_another_bucket_count_is_refused(crawl) -> None:
+    node(crawl, "a", buckets=1000).join()
+    with pytest.raises(ValueError, match="has 1000 buckets, this node was configured with 64"):
+        node(crawl, "b", buckets=64).join()
+
+
+def test_a_damaged_table_in_redis_is_refused_not_unpickled(crawl) -> None:
+    client, crawl_id = crawl
+    client.set(f"twolevel:{crawl_id}:table", b"\x80\x04\x95garbage")
+    client.set(f"twolevel:{crawl_id}:epoch", 1)
+    with pytest.raises(ValueError, match="not a bucket table"):
+        node(crawl, "a").refresh()
