@@ -39,7 +39,8 @@ fetch.
 The history and plans live in one SQLite file (:mod:`~scrapy_twolevel.recrawl.history`):
 ``JOBDIR/twolevel/recrawl.sqlite3``, else ``TWOLEVEL_RECRAWL_HISTORY``, else
 ``.scrapy/twolevel/<spider>/recrawl.sqlite3`` in the project, so successive crawls of a
-spider add to one history. Times are planner time (:mod:`~scrapy_twolevel.recrawl.clock`).
+spider add to one history; the plans (the schedule) carry over only to a resumed ``JOBDIR``
+crawl. Times are planner time (:mod:`~scrapy_twolevel.recrawl.clock`).
 """
 
 from __future__ import annotations
@@ -511,6 +512,10 @@ def open_seed_planner(
     history_path, model_path = recrawl_paths(crawler.settings, spider_name)
     predictor = load_model(model_path)
     history = HistoryStore(history_path)
+    if not job_dir(crawler.settings):
+        # Without JOBDIR every crawl starts afresh, as Scrapy's do: the history is kept
+        # (it is the training data), the plans of an earlier crawl are not.
+        history.clear_plans()
     assert crawler.stats is not None
     seeds = SeedPlanner(
         config=config,

@@ -275,3 +275,26 @@ def test_a_failing_seed_is_retried_later_and_never_dropped(tmp_path: Path) -> No
     db.close()
     assert seeds == {"news/day"}  # the failures are not in the history
     assert plans == {"news/day", "news/night"}
+
+
+def test_without_jobdir_a_new_crawl_keeps_the_history_but_not_the_plans(tmp_path: Path) -> None:
+    common = [
+        "-s", f"TWOLEVEL_RECRAWL_TIME_ORIGIN={time.time()}",
+        "-s", f"TWOLEVEL_RECRAWL_HISTORY={tmp_path / 'h.sqlite3'}",
+        "-s", "TWOLEVEL_RECRAWL_DURATION=3",
+    ]  # fmt: skip
+    first = scrapy("crawl", "news", *common)
+    assert first.returncode == 0, first.stderr[-3000:]
+    # The second crawl serves the site on another port: an old plan would name the old one.
+    second = scrapy("crawl", "news", *common)
+    assert second.returncode == 0, second.stderr[-3000:]
+    log = second.stderr
+    assert stat(log, "twolevel/recrawl/plans_resumed") is None
+    assert stat(log, "twolevel/recrawl/seed_requests") == 2
+    assert " ERROR: " not in log, log[-3000:]
+    db = sqlite3.connect(tmp_path / "h.sqlite3")
+    (fetches,) = db.execute("SELECT COUNT(*) FROM fetches").fetchone()
+    db.close()
+    assert fetches == stat(first.stderr, "twolevel/recrawl/fetches") + stat(
+        log, "twolevel/recrawl/fetches"
+    )

@@ -44,6 +44,8 @@ def test_history_round_trip_and_midpoint_events(tmp_path: Path) -> None:
     assert h.last_fetch("other") is None
     assert h.plans() == [Plan("s/a", 6000.0, b"req2")]
     assert h.counts() == {"fetches": 2, "articles": 4, "plans": 1}
+    assert h.clear_plans() == 1
+    assert h.plans() == []
     h.close()
 
 

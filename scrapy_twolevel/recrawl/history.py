@@ -123,6 +123,12 @@ class HistoryStore:
         )
         self.uncommitted += 1
 
+    def clear_plans(self) -> int:
+        """Forget every plan (a new crawl, not a resumed one); how many there were."""
+        cursor = self.db.execute("DELETE FROM plans")
+        self.uncommitted += 1
+        return cursor.rowcount
+
     def commit(self) -> None:
         if self.uncommitted:
             self.db.execute("COMMIT")
