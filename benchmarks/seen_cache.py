@@ -34,6 +34,7 @@ Usage::
     python benchmarks/seen_cache.py                  # full: 1M (every filter) and 10M
     python benchmarks/seen_cache.py --quick          # smoke run: 100k, writes *_quick files
     python benchmarks/seen_cache.py --sizes 1000000
+    python benchmarks/seen_cache.py --sizes 10000000 --no-layers --name seen_cache_10m
     python benchmarks/seen_cache.py --profile exact-builtin --n 200000
     python benchmarks/seen_cache.py --rerender benchmarks/results/seen_cache.json
 """
@@ -1263,6 +1264,9 @@ def main(argv: list[str] | None = None) -> int:
         help=f"run every filter at sizes >= {BIG:,} too (default: stock and builtin exact)",
     )
     parser.add_argument("--jobs", type=int, default=2, help="processes at a time (default 2)")
+    parser.add_argument(
+        "--no-layers", action="store_true", help="skip the runs without fingerprinting"
+    )
     parser.add_argument("--seed", type=int, default=SEED)
     parser.add_argument(
         "--code",
@@ -1299,6 +1303,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.sizes:
         sizes = tuple(int(s.replace("_", "")) for s in args.sizes.split(","))
     groups = plan(sizes, args.all_configs)
+    if args.no_layers:
+        groups = [(n, keys) for n, keys in groups if not any(k.startswith("layers") for k in keys)]
     name = args.name or (f"{NAME}_quick" if args.quick else NAME)
     command = "python " + " ".join(
         shlex.quote(a) for a in [os.path.relpath(__file__), *sys.argv[1:]]
