@@ -176,8 +176,10 @@ class SeedPlanner:
     """The scheduler's side of seed recrawling: plans, refetches, the history.
 
     The scheduler calls :meth:`accepting` for every request its seen filter lets through,
-    :meth:`release_due` before each dequeue, and :meth:`pending` from
-    ``has_pending_requests``; the rest arrives by signals from :class:`SeedMiddleware`.
+    :meth:`handed_out` for every request it gives the engine, :meth:`release_due` before
+    each dequeue (it also finishes the fetches the engine is done with), and
+    :meth:`pending` from ``has_pending_requests``; the rest arrives by signals from
+    :class:`SeedMiddleware`.
     """
 
     def __init__(
