@@ -288,8 +288,19 @@ class TwoLevelScheduler(BaseScheduler):
         self.spider = spider
         try:
             self.frontier = self._open_frontier()
+            self.seeds = open_seed_planner(
+                self.crawler,
+                spider.name,
+                encode=lambda request: encode_request(request, spider),
+                decode=lambda data: decode_request(data, spider),
+                enqueue=self.enqueue_request,
+            )
         except Exception:
-            # Refusing to start: release what the dupefilter and store hold, touch no file.
+            # Refusing to start: release what the frontier, the dupefilter and the store
+            # hold, touch no file.
+            if self.frontier is not None:
+                self.frontier.close()
+                self.frontier = None
             if self._store is not None:
                 self._store.close()
                 self._store = None
@@ -301,21 +312,6 @@ class TwoLevelScheduler(BaseScheduler):
                 {"queuesize": len(self.frontier), "hosts": self.frontier.host_count},
                 extra={"spider": spider},
             )
-        try:
-            self.seeds = open_seed_planner(
-                self.crawler,
-                spider.name,
-                encode=lambda request: encode_request(request, spider),
-                decode=lambda data: decode_request(data, spider),
-                enqueue=self.enqueue_request,
-            )
-        except Exception:
-            self.frontier.close()
-            if self._store is not None:
-                self._store.close()
-                self._store = None
-            self.df.close("shutdown")
-            raise
         self.crawler.signals.connect(self._request_left, signals.request_left_downloader)
         self.crawler.signals.connect(self._host_measured, host_measured)
         self.crawler.signals.connect(self._host_failed, host_failed)

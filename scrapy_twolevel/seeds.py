@@ -264,13 +264,13 @@ class SeedPlanner:
 
     def handed_out(self, request: Request) -> None:
         """The scheduler gives ``request`` to the engine."""
-        tag = peek_meta(request).get(FETCH_META)
-        fetch_id = _fetch_id(peek_meta(request))
+        meta = peek_meta(request)
+        fetch_id = _fetch_id(meta)
         if fetch_id is None:
             return
         if fetch_id not in self._fetches:
             # Queued by an earlier run (a JOBDIR resume), or a retry of a finished fetch.
-            self._fetches[fetch_id] = _Fetch(tag[0])
+            self._fetches[fetch_id] = _Fetch(meta[FETCH_META][0])
         self._handed_out[request] = fetch_id
 
     def release_due(self) -> None:

@@ -2,31 +2,13 @@
 
 from __future__ import annotations
 
-import os
-import uuid
-from collections.abc import Iterator
-
 import pytest
-import redis
 
 from scrapy_twolevel.distributed.inbox import Inbox
 
-URL = os.environ.get("TWOLEVEL_REDIS_URL", "redis://127.0.0.1:6379/0")
 
-
-@pytest.fixture
-def crawl() -> Iterator[tuple[redis.Redis, str]]:
-    client = redis.Redis.from_url(URL)
-    crawl_id = f"test-{uuid.uuid4().hex[:10]}"
-    yield client, crawl_id
-    keys = list(client.scan_iter(f"twolevel:{crawl_id}:*"))
-    if keys:
-        client.delete(*keys)
-    client.close()
-
-
-def test_sent_entries_arrive_once_and_leave_when_acknowledged(crawl) -> None:
-    client, crawl_id = crawl
+def test_sent_entries_arrive_once_and_leave_when_acknowledged(redis_crawl) -> None:
+    client, crawl_id = redis_crawl
     a, b = Inbox(client, crawl_id, "a"), Inbox(client, crawl_id, "b")
     sent = a.send([("b", f"h{i}.test", f"req{i}".encode()) for i in range(5)])
     assert sent == 5 and a.send([]) == 0
@@ -41,8 +23,8 @@ def test_sent_entries_arrive_once_and_leave_when_acknowledged(crawl) -> None:
     assert a.receive() == []
 
 
-def test_a_node_that_died_before_acknowledging_gets_its_entries_again(crawl) -> None:
-    client, crawl_id = crawl
+def test_a_node_that_died_before_acknowledging_gets_its_entries_again(redis_crawl) -> None:
+    client, crawl_id = redis_crawl
     Inbox(client, crawl_id, "a").send([("b", "h.test", b"r1"), ("b", "h.test", b"r2")])
     first = Inbox(client, crawl_id, "b")
     assert [e.data for e in first.receive()] == [b"r1", b"r2"]
@@ -55,8 +37,8 @@ def test_a_node_that_died_before_acknowledging_gets_its_entries_again(crawl) -> 
     assert [e.data for e in again.receive()] == [b"r3"]
 
 
-def test_a_reaped_nodes_inbox_goes_to_the_new_owners(crawl) -> None:
-    client, crawl_id = crawl
+def test_a_reaped_nodes_inbox_goes_to_the_new_owners(redis_crawl) -> None:
+    client, crawl_id = redis_crawl
     sender = Inbox(client, crawl_id, "s")
     sender.send([("dead", f"h{i}.test", f"r{i}".encode()) for i in range(1200)])
     dead = Inbox(client, crawl_id, "dead")
@@ -73,8 +55,8 @@ def test_a_reaped_nodes_inbox_goes_to_the_new_owners(crawl) -> None:
     assert not client.exists(f"twolevel:{crawl_id}:inbox:dead")
 
 
-def test_rerouting_to_a_dead_owner_is_refused(crawl) -> None:
-    client, crawl_id = crawl
+def test_rerouting_to_a_dead_owner_is_refused(redis_crawl) -> None:
+    client, crawl_id = redis_crawl
     inbox = Inbox(client, crawl_id, "s")
     inbox.send([("dead", "h.test", b"r")])
     with pytest.raises(ValueError, match="no live owner"):
@@ -82,8 +64,8 @@ def test_rerouting_to_a_dead_owner_is_refused(crawl) -> None:
     assert client.xlen(f"twolevel:{crawl_id}:inbox:dead") == 1  # nothing lost
 
 
-def test_a_damaged_entry_is_refused(crawl) -> None:
-    client, crawl_id = crawl
+def test_a_damaged_entry_is_refused(redis_crawl) -> None:
+    client, crawl_id = redis_crawl
     b = Inbox(client, crawl_id, "b")
     client.xadd(f"twolevel:{crawl_id}:inbox:b", {"junk": b"\x80\x04"})
     with pytest.raises(ValueError, match="damaged"):

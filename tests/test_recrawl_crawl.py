@@ -82,18 +82,9 @@ def test_refetches_follow_the_rhythm_learned_by_scrapy_recrawl_train(tmp_path: P
         "-s", f"TWOLEVEL_RECRAWL_HISTORY={history_path}",
     ]  # fmt: skip
     clock = ScaledClock(SCALE, origin)
-    site = NewsSite(parse_sections(DEFAULT_SECTIONS), clock, seed=0)
-
-    # The site's archive: the last 14 days of articles, as earlier crawls would have
-    # recorded them (crawling for two simulated weeks would take six real minutes).
-    archived_until = clock()
-    history = HistoryStore(history_path)
-    for section in site.sections:
-        for t in site.articles(section, archived_until - 14 * DAY, archived_until):
-            url = f"http://archive.test/{section}/{t}"
-            history.record_article(url, seed_key_for(section), t, None)
-            history.record_published(url, t)
-    history.close()
+    # The site's archive: the last 14 days of articles (crawling for two simulated weeks
+    # would take six real minutes).
+    site = write_archive(history_path, clock, days=14)
 
     train = scrapy("recrawl", "train", "news", *common)
     assert train.returncode == 0, train.stdout + train.stderr[-3000:]

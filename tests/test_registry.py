@@ -2,37 +2,21 @@
 
 from __future__ import annotations
 
-import os
 import threading
-import uuid
-from collections.abc import Iterator
 
 import pytest
 import redis
 
 from scrapy_twolevel.distributed.registry import NotAMember, Registry
 
-URL = os.environ.get("TWOLEVEL_REDIS_URL", "redis://127.0.0.1:6379/0")
 
-
-@pytest.fixture
-def crawl() -> Iterator[tuple[redis.Redis, str]]:
-    client = redis.Redis.from_url(URL)
-    crawl_id = f"test-{uuid.uuid4().hex[:10]}"
-    yield client, crawl_id
-    keys = list(client.scan_iter(f"twolevel:{crawl_id}:*"))
-    if keys:
-        client.delete(*keys)
-    client.close()
-
-
-def node(crawl: tuple[redis.Redis, str], name: str, **kwargs) -> Registry:
-    client, crawl_id = crawl
+def node(redis_crawl: tuple[redis.Redis, str], name: str, **kwargs) -> Registry:
+    client, crawl_id = redis_crawl
     return Registry(client, crawl_id, name, buckets=kwargs.pop("buckets", 1000), **kwargs)
 
 
-def test_joins_and_a_leave_through_redis(crawl) -> None:
-    a, b, c = node(crawl, "a"), node(crawl, "b"), node(crawl, "c")
+def test_joins_and_a_leave_through_redis(redis_crawl) -> None:
+    a, b, c = node(redis_crawl, "a"), node(redis_crawl, "b"), node(redis_crawl, "c")
     assert len(a.join()) == 1000
     assert len(b.join()) == 500
     assert len(c.join()) == 333
@@ -53,9 +37,9 @@ def test_joins_and_a_leave_through_redis(crawl) -> None:
     assert not b.may_dispatch()
 
 
-def test_a_node_whose_heartbeat_expired_is_reaped_and_told_so(crawl) -> None:
-    client, crawl_id = crawl
-    a, b = node(crawl, "a"), node(crawl, "b")
+def test_a_node_whose_heartbeat_expired_is_reaped_and_told_so(redis_crawl) -> None:
+    client, crawl_id = redis_crawl
+    a, b = node(redis_crawl, "a"), node(redis_crawl, "b")
     a.join()
     b.join()
     assert a.reap() == {}  # b is alive
@@ -71,17 +55,17 @@ def test_a_node_whose_heartbeat_expired_is_reaped_and_told_so(crawl) -> None:
     assert a.reap() == {}  # nothing more to reap
 
 
-def test_the_last_node_leaving_empties_the_table(crawl) -> None:
-    a = node(crawl, "a")
+def test_the_last_node_leaving_empties_the_table(redis_crawl) -> None:
+    a = node(redis_crawl, "a")
     a.join()
     assert len(a.leave()) == 1000
-    b = node(crawl, "b")
-    assert len(b.join()) == 1000  # a new crawl under the same id starts from scratch
+    b = node(redis_crawl, "b")
+    assert len(b.join()) == 1000  # a new redis_crawl under the same id starts from scratch
 
 
-def test_may_dispatch_only_within_ttl_of_the_last_heartbeat(crawl) -> None:
+def test_may_dispatch_only_within_ttl_of_the_last_heartbeat(redis_crawl) -> None:
     now = [100.0]
-    a = node(crawl, "a", ttl=10.0, clock=lambda: now[0])
+    a = node(redis_crawl, "a", ttl=10.0, clock=lambda: now[0])
     assert not a.may_dispatch()
     a.join()
     now[0] = 109.9
@@ -92,10 +76,12 @@ def test_may_dispatch_only_within_ttl_of_the_last_heartbeat(crawl) -> None:
     assert a.may_dispatch()
 
 
-def test_concurrent_joins_all_land_with_every_bucket_owned_once(crawl) -> None:
-    client, crawl_id = crawl
+def test_concurrent_joins_all_land_with_every_bucket_owned_once(redis_crawl, redis_url) -> None:
+    client, crawl_id = redis_crawl
     names = [f"n{i}" for i in range(6)]
-    registries = [Registry(redis.Redis.from_url(URL), crawl_id, n, buckets=997) for n in names]
+    registries = [
+        Registry(redis.Redis.from_url(redis_url), crawl_id, n, buckets=997) for n in names
+    ]
     barrier = threading.Barrier(len(registries))
     errors: list[BaseException] = []
 
@@ -123,15 +109,15 @@ def test_concurrent_joins_all_land_with_every_bucket_owned_once(crawl) -> None:
         r.redis.close()
 
 
-def test_a_node_with_another_bucket_count_is_refused(crawl) -> None:
-    node(crawl, "a", buckets=1000).join()
+def test_a_node_with_another_bucket_count_is_refused(redis_crawl) -> None:
+    node(redis_crawl, "a", buckets=1000).join()
     with pytest.raises(ValueError, match="has 1000 buckets, this node was configured with 64"):
-        node(crawl, "b", buckets=64).join()
+        node(redis_crawl, "b", buckets=64).join()
 
 
-def test_a_damaged_table_in_redis_is_refused_not_unpickled(crawl) -> None:
-    client, crawl_id = crawl
+def test_a_damaged_table_in_redis_is_refused_not_unpickled(redis_crawl) -> None:
+    client, crawl_id = redis_crawl
     client.set(f"twolevel:{crawl_id}:table", b"\x80\x04\x95garbage")
     client.set(f"twolevel:{crawl_id}:epoch", 1)
     with pytest.raises(ValueError, match="not a bucket table"):
-        node(crawl, "a").refresh()
+        node(redis_crawl, "a").refresh()

@@ -3,27 +3,17 @@
 from __future__ import annotations
 
 import hashlib
-import os
-import uuid
-from collections.abc import Iterator
 
 import pytest
 import redis
 
 from scrapy_twolevel.distributed.seen_log import SeenLog
 
-URL = os.environ.get("TWOLEVEL_REDIS_URL", "redis://127.0.0.1:6379/0")
-
 
 @pytest.fixture
-def log() -> Iterator[SeenLog]:
-    client = redis.Redis.from_url(URL)
-    crawl_id = f"test-{uuid.uuid4().hex[:10]}"
-    yield SeenLog(client, crawl_id)
-    keys = list(client.scan_iter(f"twolevel:{crawl_id}:*"))
-    if keys:
-        client.delete(*keys)
-    client.close()
+def log(redis_crawl: tuple[redis.Redis, str]) -> SeenLog:
+    client, crawl_id = redis_crawl
+    return SeenLog(client, crawl_id)
 
 
 def key(i: int) -> bytes:
