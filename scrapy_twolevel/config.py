@@ -73,6 +73,14 @@ DEFAULTS: dict[str, Any] = {
     "TWOLEVEL_RECRAWL_RETRAIN_INTERVAL": 0.0,  # planner seconds; 0: never during a crawl
     "TWOLEVEL_RECRAWL_TIME_SCALE": 1.0,
     "TWOLEVEL_RECRAWL_TIME_ORIGIN": None,
+    # the distributed mode (TWOLEVEL_REDIS_URL switches it on)
+    "TWOLEVEL_REDIS_URL": None,  # e.g. redis://127.0.0.1:6379/0; None: one machine, no Redis
+    "TWOLEVEL_CRAWL_ID": None,  # None: the spider's name
+    "TWOLEVEL_NODE_ID": None,  # None: <host name>-<process id>
+    "TWOLEVEL_BUCKETS": 16384,
+    "TWOLEVEL_NODE_TTL": 10.0,
+    "TWOLEVEL_SYNC_INTERVAL": 0.1,
+    "TWOLEVEL_WAIT_FOR_WORK": 0.0,
 }
 
 #: Days at the end of the training window that validate the model (``FitParams.tail_days``).
@@ -435,4 +443,65 @@ class RecrawlConfig:
             ),
             time_scale=scale,
             time_origin=origin,
+        )
+
+
+REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
+
+
+def _name(settings: _Settings, name: str) -> str | None:
+    value = _get(settings, name)
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str) or any(c.isspace() for c in value):
+        raise SettingsError(f"{name}={value!r} is not valid; use a name without spaces")
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterConfig:
+    """The distributed mode's settings; ``redis_url is None``: the mode is off."""
+
+    redis_url: str | None
+    crawl_id: str | None
+    node_id: str | None
+    buckets: int
+    node_ttl: float
+    sync_interval: float
+    wait_for_work: float
+
+    @property
+    def enabled(self) -> bool:
+        return self.redis_url is not None
+
+    @classmethod
+    def from_settings(cls, settings: _Settings) -> ClusterConfig:
+        url = _get(settings, "TWOLEVEL_REDIS_URL") or None
+        if url is not None and not (isinstance(url, str) and url.startswith(REDIS_SCHEMES)):
+            raise SettingsError(
+                f"TWOLEVEL_REDIS_URL={url!r} is not valid; use a Redis URL starting with "
+                f"{', '.join(REDIS_SCHEMES)} (e.g. redis://127.0.0.1:6379/0), or None for "
+                "a crawl on one machine"
+            )
+        ttl = _float_setting(settings, "TWOLEVEL_NODE_TTL", "seconds >= 1", lambda v: v >= 1)
+        return cls(
+            redis_url=url,
+            crawl_id=_name(settings, "TWOLEVEL_CRAWL_ID"),
+            node_id=_name(settings, "TWOLEVEL_NODE_ID"),
+            buckets=_int_setting(
+                settings,
+                "TWOLEVEL_BUCKETS",
+                "an integer in [1, 1000000]",
+                lambda v: 1 <= v <= 10**6,
+            ),
+            node_ttl=ttl,
+            sync_interval=_float_setting(
+                settings,
+                "TWOLEVEL_SYNC_INTERVAL",
+                f"seconds in [0.01, TWOLEVEL_NODE_TTL / 10 = {ttl / 10}]",
+                lambda v: 0.01 <= v <= ttl / 10,
+            ),
+            wait_for_work=_float_setting(
+                settings, "TWOLEVEL_WAIT_FOR_WORK", "seconds >= 0", lambda v: v >= 0
+            ),
         )

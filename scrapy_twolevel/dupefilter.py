@@ -25,6 +25,7 @@ import json
 import logging
 import os
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -165,6 +166,23 @@ class SeenCacheDupeFilter(BaseDupeFilter):
             return False
         assert self.seen is not None, "open() was not called"
         return self.seen.test_and_add(self._key(self.fingerprinter.fingerprint(request)))
+
+    # -- the distributed mode: the scheduler keeps each bucket's keys in Redis too --------
+
+    def request_key(self, request: Request) -> bytes:
+        """The 16-byte seen key of ``request``."""
+        return self._key(self.fingerprinter.fingerprint(request))
+
+    def key_seen(self, key: bytes) -> bool:
+        """:meth:`request_seen` for a key from :meth:`request_key`."""
+        assert self.seen is not None, "open() was not called"
+        return self.seen.test_and_add(key)
+
+    def add_keys(self, keys: Iterable[bytes]) -> None:
+        """Record keys seen by another node (a bucket handed over), uncounted."""
+        assert self.seen is not None, "open() was not called"
+        for key in keys:
+            self.seen.add(key)
 
     def close(self, reason: str) -> None:
         if self.seen is not None:

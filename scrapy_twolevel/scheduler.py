@@ -61,7 +61,15 @@ from ._engine import (
     wake_engine,
 )
 from .addon import MIDDLEWARE_PATH, SEED_MIDDLEWARE_ORDER, SEED_MIDDLEWARE_PATH
-from .config import RecrawlConfig, SeenConfig, SettingsError, TwoLevelConfig, unknown_settings
+from .cluster import Cluster
+from .config import (
+    ClusterConfig,
+    RecrawlConfig,
+    SeenConfig,
+    SettingsError,
+    TwoLevelConfig,
+    unknown_settings,
+)
 from .frontier import (
     BUILTIN_POLICIES,
     PLAIN_LANE,
@@ -131,7 +139,36 @@ def resolve_settings(crawler: Crawler) -> tuple[TwoLevelConfig, Policy, Callable
                 f'    SPIDER_MIDDLEWARES = {{"{SEED_MIDDLEWARE_PATH}": {SEED_MIDDLEWARE_ORDER}}}\n'
                 'or use ADDONS = {"scrapy_twolevel.Addon": 0}.'
             )
+    check_cluster(crawler, config, recrawl)
     return config, policy, make_quality(config.quality)
+
+
+def check_cluster(crawler: Crawler, config: TwoLevelConfig, recrawl: RecrawlConfig) -> None:
+    """The distributed mode's own rules (see :mod:`scrapy_twolevel.cluster`)."""
+    cluster = ClusterConfig.from_settings(crawler.settings)
+    if not cluster.enabled:
+        return
+    if not _uses_seen_cache(crawler):
+        raise SettingsError(
+            "TWOLEVEL_REDIS_URL needs the seen cache, whose keys move with each bucket: "
+            'DUPEFILTER_CLASS = "scrapy_twolevel.dupefilter.SeenCacheDupeFilter" (the add-on '
+            "sets it)."
+        )
+    if SeenConfig.from_settings(crawler.settings).mode != "exact":
+        raise SettingsError(
+            "TWOLEVEL_REDIS_URL needs TWOLEVEL_SEEN_MODE='exact': a bucket's seen keys are "
+            "handed over to its next node."
+        )
+    if config.host_key == "ip":
+        raise SettingsError(
+            "TWOLEVEL_HOST_KEY='ip' cannot be used with TWOLEVEL_REDIS_URL: hosts are "
+            "assigned to nodes before their addresses are known. Use 'hostname' or 'domain'."
+        )
+    if recrawl.enabled:
+        raise SettingsError(
+            "TWOLEVEL_RECRAWL is not supported with TWOLEVEL_REDIS_URL yet: the recrawl "
+            "history is kept by one node. Unset one of them."
+        )
 
 
 def uses_this_scheduler(crawler: Crawler) -> bool:
@@ -218,9 +255,12 @@ class TwoLevelScheduler(BaseScheduler):
         jobdir: str | None = None,
         logunser: bool = False,
         outcomes_reported: bool = False,
+        cluster: ClusterConfig | None = None,
     ) -> None:
         """``outcomes_reported``: the host metrics middleware is enabled and reports every
-        request's outcome (see the module docstring)."""
+        request's outcome (see the module docstring). ``cluster``: the distributed mode's
+        settings (:mod:`scrapy_twolevel.cluster`); the frontier's state is then in Redis,
+        not in JOBDIR."""
         self.df = dupefilter
         self.config = config
         self.policy = policy
@@ -248,6 +288,15 @@ class TwoLevelScheduler(BaseScheduler):
         self.spider: Spider | None = None
         #: Seed recrawling (``TWOLEVEL_RECRAWL``), see :mod:`scrapy_twolevel.seeds`.
         self.seeds: SeedPlanner | None = None
+        self._cluster_config = cluster if cluster is not None and cluster.enabled else None
+        #: The distributed mode's state (``TWOLEVEL_REDIS_URL``), see :mod:`.cluster`.
+        self.cluster: Cluster | None = None
+        if self._cluster_config is not None and self.statedir is not None:
+            logger.info(
+                "With TWOLEVEL_REDIS_URL the frontier and the seen keys live in Redis; "
+                "JOBDIR keeps no scheduler state."
+            )
+            self.statedir = None
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
@@ -280,6 +329,7 @@ class TwoLevelScheduler(BaseScheduler):
             jobdir=job_dir(crawler.settings),
             logunser=crawler.settings.getbool("SCHEDULER_DEBUG"),
             outcomes_reported=_metrics_middleware_enabled(crawler),
+            cluster=ClusterConfig.from_settings(crawler.settings),
         )
 
     # -- Scrapy's scheduler interface ---------------------------------------------
@@ -295,6 +345,10 @@ class TwoLevelScheduler(BaseScheduler):
                 decode=lambda data: decode_request(data, spider),
                 enqueue=self.enqueue_request,
             )
+            if self._cluster_config is not None:
+                self.df.open()  # before the cluster loads its buckets' seen keys
+                self.cluster = Cluster(self, self._cluster_config, spider.name)
+                self.cluster.open()
         except Exception:
             # Refusing to start: release what the frontier, the dupefilter and the store
             # hold, touch no file.
@@ -319,6 +373,8 @@ class TwoLevelScheduler(BaseScheduler):
         self.stats.set_value("twolevel/policy", self.policy.name)
         if self._store is not None:
             self._share_store_with_dupefilter(self._store)
+        if self.cluster is not None:
+            return None
         return self.df.open()
 
     def _share_store_with_dupefilter(self, store: SqliteStore) -> None:
@@ -356,6 +412,7 @@ class TwoLevelScheduler(BaseScheduler):
             failures=self.config.failures,
             queue_factory=queue_factory,
             on_give_up=self._host_given_up,
+            on_dropped=self._dropped,
         )
         for key, estimate in estimates.items():
             frontier.set_estimate(key, estimate)
@@ -373,6 +430,8 @@ class TwoLevelScheduler(BaseScheduler):
             )
 
     def close(self, reason: str) -> Any:
+        # First: its last commit needs the frontier's and the engine's view of the leases.
+        leaving = self.cluster.close(reason) if self.cluster is not None else None
         if self._connected:
             self.crawler.signals.disconnect(self._request_left, signals.request_left_downloader)
             self.crawler.signals.disconnect(self._host_measured, host_measured)
@@ -399,11 +458,19 @@ class TwoLevelScheduler(BaseScheduler):
         if self._store is not None:
             self._store.close()
             self._store = None
+        if leaving is not None:
+            self.cluster = None
+            return leaving.addBoth(lambda _: self.df.close(reason))
         return self.df.close(reason)
 
     def has_pending_requests(self) -> bool:
-        # Planned seed refetches keep the crawl open (until TWOLEVEL_RECRAWL_DURATION).
-        return len(self) > 0 or (self.seeds is not None and self.seeds.pending())
+        # Planned seed refetches keep the crawl open (until TWOLEVEL_RECRAWL_DURATION), and
+        # a node of a distributed crawl stays open until the whole crawl is out of work.
+        return (
+            len(self) > 0
+            or (self.seeds is not None and self.seeds.pending())
+            or (self.cluster is not None and self.cluster.busy())
+        )
 
     def __len__(self) -> int:
         return len(self.frontier) if self.frontier is not None else 0
@@ -413,6 +480,11 @@ class TwoLevelScheduler(BaseScheduler):
         # request as seen, losing the request would lose its URL for good.
         host = self._lane(request)
         quality = self._quality(request)
+        if self.cluster is not None:
+            if not self.cluster.enqueue(request, host, quality):
+                return False
+            self._inc_stat("scheduler/enqueued")
+            return True
         if not request.dont_filter and self.df.request_seen(request):
             self.df.log(request, self.spider)
             return False
@@ -437,6 +509,11 @@ class TwoLevelScheduler(BaseScheduler):
         assert frontier is not None
         if self.seeds is not None:
             self.seeds.release_due()
+        cluster = self.cluster
+        if cluster is not None and not cluster.may_dispatch():
+            # No heartbeat for half the node ttl: the buckets may soon be someone else's.
+            self._inc_stat("twolevel/redis/held_back")
+            return None
         while True:
             popped = frontier.pop()
             if popped is None and len(frontier) and self._release_dropped():
@@ -449,6 +526,14 @@ class TwoLevelScheduler(BaseScheduler):
                 self._arm_commit()
                 return None
             host, item = popped
+            if cluster is not None:
+                request = cluster.handed_out(item)
+                if request is None:  # its bucket moved: the new holder has it
+                    if host != PLAIN_LANE:
+                        frontier.done(host)
+                    continue
+                self._inc_stat("scheduler/dequeued/memory")
+                break
             if not isinstance(item, Leased):
                 request = item
                 self._inc_stat("scheduler/dequeued/memory")
@@ -516,6 +601,10 @@ class TwoLevelScheduler(BaseScheduler):
         if self._held_back:
             self._held_back = False
             wake_engine(self.crawler)
+
+    def _dropped(self, item: Any) -> None:
+        if self.cluster is not None:
+            self.cluster.dropped(item)
 
     def _host_given_up(self, host: str, dropped: int) -> None:
         self._inc_stat("twolevel/hosts_given_up")

@@ -75,6 +75,11 @@ class Inbox:
             self._recovering = False
         return self._read(">", count)
 
+    def redeliver(self) -> None:
+        """Read what was delivered and not acknowledged again, first (after a failed read
+        whose reply may have been lost)."""
+        self._recovering = True
+
     def _read(self, start: str, count: int) -> list[Entry]:
         reply = self.redis.xreadgroup(
             GROUP, self.node_id, {self.stream(self.node_id): start}, count=count

@@ -91,6 +91,11 @@ class Registry:
         self.redis.set(self.key(f"alive:{self.node_id}"), "1", px=int(self.ttl * 1000))
         self._last_beat = started
 
+    @property
+    def last_beat(self) -> float | None:
+        """Clock time of the last successful heartbeat (``None``: none since joining)."""
+        return self._last_beat
+
     def may_dispatch(self) -> bool:
         """Whether this node may still hand out requests: its last heartbeat is younger
         than ``ttl``, so nobody can have reaped it yet."""

@@ -124,10 +124,13 @@ class TwoLevelFrontier:
         clock: Callable[[], float] = time.monotonic,
         on_session_end: Callable[[SessionRecord], None] | None = None,
         on_give_up: Callable[[str, int], None] | None = None,
+        on_dropped: Callable[[Any], None] | None = None,
     ) -> None:
         """``max_open_hosts=None`` opens as many hosts as have URLs (the downloader limits).
 
-        ``on_give_up(host_key, dropped)`` is called once per host given up.
+        ``on_give_up(host_key, dropped)`` is called once per host given up, and
+        ``on_dropped(item)`` for each queued item it drops (the distributed mode keeps a
+        copy of every queued request in Redis, which must go too).
         """
         if max_open_hosts is not None and max_open_hosts < 1:
             raise ValueError(f"max_open_hosts must be >= 1 or None, got {max_open_hosts}")
@@ -138,6 +141,7 @@ class TwoLevelFrontier:
         self._max_open: float = float("inf") if max_open_hosts is None else max_open_hosts
         self.failure_policy = failures if failures is not None else FailurePolicy()
         self._on_give_up = on_give_up
+        self._on_dropped = on_dropped
         self._queue_factory = queue_factory
         self._clock = clock
         self._on_session_end = on_session_end
@@ -454,8 +458,10 @@ class TwoLevelFrontier:
         host.given_up = True
         dropped = 0
         while len(host.queue):
-            host.queue.pop()
+            item = host.queue.pop()
             dropped += 1
+            if self._on_dropped is not None:
+                self._on_dropped(item)
         self._pending -= dropped
         self.hosts_given_up += 1
         self.dropped_host_failed += dropped

@@ -151,10 +151,7 @@ class SeenSet:
             counters.new += 1
             if store is not None:
                 store.add(key)
-                if self.bloom.full:  # type: ignore[attr-defined]
-                    self._capacity = int(self._capacity * GROWTH)
-                    self.bloom = self._rebuild()
-                    counters.rebuilds += 1
+                self._grow_if_full()
             return False
         counters.bloom_maybe += 1
         if store is None:
@@ -166,6 +163,21 @@ class SeenSet:
         counters.new += 1
         store.add(key)
         return False
+
+    def add(self, key: bytes) -> None:
+        """Record ``key`` as seen without testing or counting it: a key another process
+        saw (a bucket handed over in the distributed mode)."""
+        self.cache.insert(key)
+        new = not self.bloom.add(key)
+        if self.store is not None and (new or key not in self.store):
+            self.store.add(key)
+            self._grow_if_full()
+
+    def _grow_if_full(self) -> None:
+        if self.bloom.full:  # type: ignore[attr-defined]
+            self._capacity = int(self._capacity * GROWTH)
+            self.bloom = self._rebuild()
+            self.counters.rebuilds += 1
 
     def __len__(self) -> int:
         """Keys seen (bloom-only: keys the filter recorded, an undercount by its errors)."""

@@ -1,0 +1,483 @@
+"""The scheduler's side of the distributed mode (``TWOLEVEL_REDIS_URL``).
+
+Every host belongs to one bucket and every bucket to one node
+(:mod:`scrapy_twolevel.distributed`). A node queues the requests of the buckets it holds
+in its own two-level frontier, as on one machine, and keeps a copy of each in Redis until
+the page is done; requests for other nodes' buckets are routed to their inboxes. All of
+that is collected in a :class:`~.distributed.node.Batch` on the reactor thread and sent by
+one background thread every ``TWOLEVEL_SYNC_INTERVAL`` (:meth:`Cluster.tick`), so
+``enqueue_request`` and ``next_request`` never wait for Redis.
+
+A request handed out is leased: its entry stays in Redis until the engine is done with
+it (its children queued, as for JOBDIR leases), and is then removed in the same atomic
+commit as those children. A bucket that moves away is drained first: no more of its
+requests are handed out, the ones in flight finish and are committed, then the bucket is
+released and its new holder loads it from Redis. A node that was reaped (paused or cut
+off for longer than ``TWOLEVEL_NODE_TTL``) drops everything it held and joins again.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+from collections import Counter
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from ._engine import call_later, requests_in_progress, wake_engine
+from .config import ClusterConfig, SettingsError
+from .distributed.buckets import bucket_of
+from .distributed.inbox import Entry
+from .distributed.node import Batch, Node, SyncResult
+
+if TYPE_CHECKING:
+    from scrapy import Request
+
+    from .scheduler import TwoLevelScheduler
+
+logger = logging.getLogger(__name__)
+
+#: Longest wait between retries while Redis cannot be reached.
+MAX_RETRY_DELAY = 5.0
+
+
+class Owned(NamedTuple):
+    """A queued request of a held bucket: ``gen`` tells whether the bucket was held again
+    since (then this copy is stale: Redis has the request)."""
+
+    request: Request
+    bucket: int
+    gen: int
+    entry_id: str | None  # None: not stored in Redis (it could not be encoded)
+
+
+def connect(url: str) -> Any:
+    """A Redis client for ``url``; a :class:`SettingsError` naming the setting if Redis
+    cannot be reached or the client is not installed."""
+    try:
+        import redis
+    except ImportError as exc:
+        raise SettingsError(
+            "TWOLEVEL_REDIS_URL is set, but the redis client is not installed: "
+            "pip install 'scrapy_twolevel[distributed]'"
+        ) from exc
+    try:
+        client = redis.Redis.from_url(url, socket_timeout=10, socket_connect_timeout=5)
+        client.ping()
+    except (redis.RedisError, ValueError) as exc:
+        raise SettingsError(
+            f"Cannot reach Redis at TWOLEVEL_REDIS_URL={url!r}: {exc}. Start Redis there, "
+            "point TWOLEVEL_REDIS_URL at a running one, or unset it to crawl on one machine."
+        ) from exc
+    return client
+
+
+def default_node_id() -> str:
+    return f"{socket.gethostname()}-{os.getpid()}"
+
+
+class Cluster:
+    """Owns the node's Redis state on behalf of a :class:`TwoLevelScheduler`."""
+
+    def __init__(self, scheduler: TwoLevelScheduler, config: ClusterConfig, spider_name: str):
+        assert config.redis_url is not None
+        self.scheduler = scheduler
+        self.config = config
+        self.crawl_id = config.crawl_id or spider_name
+        self.node_id = config.node_id or default_node_id()
+        self.redis = connect(config.redis_url)
+        self.node = Node(
+            self.redis,
+            self.crawl_id,
+            self.node_id,
+            buckets=config.buckets,
+            ttl=config.node_ttl,
+        )
+        self._run = os.urandom(4).hex()  # entry ids stay unique over restarts
+        self._next_id = 0
+        self._staged = Batch()
+        self._owned: frozenset[int] = frozenset()
+        self._held: dict[int, int] = {}  # bucket -> generation
+        self._gen = 0
+        self._draining: set[int] = set()
+        self._leases: dict[Request, tuple[int, str]] = {}
+        self._leased_per_bucket: Counter[int] = Counter()
+        self._parked: dict[int, list[Entry]] = {}
+        self._parked_ids: set[bytes] = set()
+        self._crawl_idle = False
+        self._idle_since: float | None = None
+        self._syncing = False
+        self._timer: Any = None
+        self._failing_since: float | None = None
+        self._retry_delay = config.sync_interval
+        self._pool: Any = None
+        self._closed = False
+        self.counts: Counter[str] = Counter()
+
+    # -- life cycle ------------------------------------------------------------------------
+
+    def open(self) -> None:
+        """Join the crawl and take this node's buckets; blocks once, at start-up."""
+        from twisted.python.threadpool import ThreadPool
+
+        self.node.join()
+        self._apply(self.node.sync(Batch()))
+        # One thread of its own: Scrapy's DNS lookups use the reactor's pool.
+        self._pool = ThreadPool(1, 1, name="twolevel-redis")
+        self._pool.start()
+        self._arm(self.config.sync_interval)
+        logger.info(
+            "Joined crawl %(crawl)s as node %(node)s: holding %(held)d of %(buckets)d buckets",
+            {
+                "crawl": self.crawl_id,
+                "node": self.node_id,
+                "held": len(self._held),
+                "buckets": self.config.buckets,
+            },
+            extra={"spider": self.scheduler.spider},
+        )
+
+    def close(self, reason: str) -> Any:
+        """Commit what is finished, release the buckets, leave; returns a Deferred."""
+        from twisted.internet import defer, reactor, threads
+
+        self._closed = True
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+        @defer.inlineCallbacks
+        def finish() -> Any:
+            while self._syncing:  # let the tick in flight end
+                yield _later(reactor, 0.01)
+            batch = self._take_batch(final=True)
+            try:
+                yield threads.deferToThreadPool(
+                    reactor, self._pool, self._leave, batch, reason == "finished"
+                )
+            except Exception as exc:
+                logger.error(
+                    "Could not leave crawl %(crawl)s cleanly (%(error)s): the other nodes will "
+                    "reap this node after TWOLEVEL_NODE_TTL and fetch its leased requests.",
+                    {"crawl": self.crawl_id, "error": exc},
+                    extra={"spider": self.scheduler.spider},
+                )
+            finally:
+                self._pool.stop()
+                self._report()
+                self.redis.close()
+
+        return finish()
+
+    def _leave(self, batch: Batch, finished: bool) -> None:
+        result = self.node.flush(batch)
+        self.counts["stored"] += result.stored
+        self.counts["routed_out"] += result.routed
+        self.counts["round_trips"] += result.round_trips
+        if self.node.leave(finished=finished):
+            self.counts["cleared"] = 1
+
+    # -- the scheduler's calls ---------------------------------------------------------------
+
+    def enqueue(self, request: Request, host: str, quality: float) -> bool:
+        """Queue ``request`` here if its bucket is held, else route it to its owner."""
+        sched = self.scheduler
+        bucket = bucket_of(host, self.config.buckets)
+        if bucket not in self._held:
+            data = self._encode(request)
+            if data is None:
+                return False
+            self._staged.routes.append((bucket, host, data))
+            self.counts["routed_out_staged"] += 1
+            return True
+        df = sched.df
+        key = df.request_key(request)  # type: ignore[attr-defined]
+        if not request.dont_filter and df.key_seen(key):  # type: ignore[attr-defined]
+            df.log(request, sched.spider)
+            return False
+        return self._queue_local(request, host, quality, bucket, key, self._encode(request))
+
+    def _queue_local(
+        self,
+        request: Request,
+        host: str,
+        quality: float,
+        bucket: int,
+        key: bytes,
+        data: bytes | None,
+        entry_id: str | None = None,
+    ) -> bool:
+        if data is not None and entry_id is None:
+            entry_id = self._new_id()
+            self._staged.stores.append((bucket, entry_id, data, key))
+        item = Owned(request, bucket, self._held[bucket], entry_id)
+        if not self.scheduler._push(host, quality, item, request):
+            self.dropped(item)
+            return False
+        return True
+
+    def dropped(self, item: Any) -> None:
+        """A queued item the frontier dropped (its host was given up): drop its copy."""
+        if isinstance(item, Owned) and item.entry_id is not None:
+            if self._held.get(item.bucket) == item.gen:
+                self._staged.dones.append((item.bucket, item.entry_id))
+
+    def handed_out(self, item: Any) -> Request | None:
+        """The request to hand out for a popped item, or ``None`` if the copy is stale."""
+        assert isinstance(item, Owned)
+        if self._held.get(item.bucket) != item.gen:
+            self.counts["stale_skipped"] += 1
+            return None
+        if item.entry_id is not None:
+            self._leases[item.request] = (item.bucket, item.entry_id)
+            self._leased_per_bucket[item.bucket] += 1
+        return item.request
+
+    def may_dispatch(self) -> bool:
+        return self.node.may_dispatch()
+
+    def busy(self) -> bool:
+        """Whether this node must stay open: work here, or anywhere in the crawl."""
+        if self._leases or self._staged or self._parked or self._draining:
+            return True
+        return not self._crawl_idle
+
+    # -- the tick ----------------------------------------------------------------------------
+
+    def _arm(self, delay: float) -> None:
+        if not self._closed:
+            self._timer = call_later(delay, self.tick)
+
+    def tick(self) -> None:
+        """Send what changed, apply what the others did (runs every sync interval)."""
+        from twisted.internet import reactor, threads
+
+        self._timer = None
+        if self._syncing or self._closed:
+            return
+        batch = self._take_batch()
+        self._syncing = True
+        d = threads.deferToThreadPool(reactor, self._pool, self.node.sync, batch)
+        d.addCallbacks(self._synced, self._sync_failed, errbackArgs=(batch,))
+
+    def _take_batch(self, *, final: bool = False) -> Batch:
+        batch, self._staged = self._staged, Batch()
+        active = requests_in_progress(self.scheduler.crawler)
+        if active is None:
+            active = self.scheduler._in_flight
+        finished = [r for r in self._leases if r not in active]
+        for request in finished:
+            bucket, entry_id = self._leases.pop(request)
+            self._leased_per_bucket[bucket] -= 1
+            batch.dones.append((bucket, entry_id))
+        for bucket in list(self._draining):
+            if not self._leased_per_bucket[bucket] or final:
+                self._draining.discard(bucket)
+                batch.release.append(bucket)
+        if not final:
+            batch.check_idle = not (
+                len(self.scheduler) or self._leases or self._parked or batch or self._draining
+            )
+        return batch
+
+    def _synced(self, result: SyncResult) -> None:
+        self._syncing = False
+        if self._failing_since is not None:
+            logger.warning(
+                "Redis at TWOLEVEL_REDIS_URL is reachable again; nothing was lost.",
+                extra={"spider": self.scheduler.spider},
+            )
+            self._failing_since = None
+            self._retry_delay = self.config.sync_interval
+        if not self._closed:
+            self._apply(result)
+        self._arm(self.config.sync_interval)
+
+    def _sync_failed(self, failure: Any, batch: Batch) -> None:
+        self._syncing = False
+        self._staged.prepend(batch)
+        self.counts["sync_errors"] += 1
+        if self._failing_since is None:
+            self._failing_since = self._now()
+            logger.warning(
+                "Cannot reach Redis at TWOLEVEL_REDIS_URL (%(error)s); retrying with "
+                "back-off. Requests are kept here; this node stops handing out requests "
+                "after TWOLEVEL_NODE_TTL / 2 without Redis.",
+                {"error": failure.getErrorMessage()},
+                extra={"spider": self.scheduler.spider},
+            )
+        self._retry_delay = min(self._retry_delay * 2, MAX_RETRY_DELAY)
+        self._arm(self._retry_delay)
+
+    def _apply(self, result: SyncResult) -> None:
+        """Apply a tick's result to the local frontier (reactor thread)."""
+        counts = self.counts
+        counts["round_trips"] += result.round_trips
+        counts["stored"] += result.stored
+        counts["routed_out"] += result.routed
+        counts["refused"] += result.refused
+        counts["reaped"] += len(result.reaped)
+        counts["rerouted"] += result.rerouted
+        if result.reaped:
+            logger.warning(
+                "Reaped node(s) %(nodes)s (no heartbeat for TWOLEVEL_NODE_TTL); their "
+                "buckets and inboxes went to the live nodes.",
+                {"nodes": ", ".join(result.reaped)},
+                extra={"spider": self.scheduler.spider},
+            )
+        if result.rejoined:
+            self._forget_everything()
+        self._owned = result.owned
+        for bucket in [b for b in self._held if b not in result.owned]:
+            del self._held[bucket]  # its queued copies go stale; Redis has them
+            self._draining.add(bucket)
+            counts["buckets_given"] += 1
+        woke = False
+        for bucket, (entries, keys) in result.acquired.items():
+            self._gen += 1
+            self._held[bucket] = self._gen
+            counts["buckets_taken"] += 1
+            self.scheduler.df.add_keys(keys)  # type: ignore[attr-defined]
+            for entry_id, data in entries:
+                woke |= self._load(bucket, entry_id, data)
+            counts["loaded"] += len(entries)
+            for entry in self._parked.pop(bucket, ()):
+                self._parked_ids.discard(entry.id)
+                woke |= self._receive(entry)
+        for entry in result.received:
+            counts["routed_in"] += 1
+            woke |= self._receive(entry)
+        for bucket in [b for b in self._parked if b not in self._owned]:
+            for entry in self._parked.pop(bucket):  # the bucket moved on before arriving
+                self._parked_ids.discard(entry.id)
+                self._forward(entry)
+        if result.idle is not None:
+            self._note_idle(result.idle)
+        if result.received or result.acquired:
+            self._crawl_idle = False
+            self._idle_since = None
+        if woke or self._crawl_idle or len(self.scheduler):
+            # Also after a heartbeat let a held-back node dispatch again.
+            wake_engine(self.scheduler.crawler)
+
+    def _note_idle(self, idle: bool) -> None:
+        if not idle:
+            self._crawl_idle = False
+            self._idle_since = None
+            return
+        now = self._now()
+        if self._idle_since is None:
+            self._idle_since = now
+        self._crawl_idle = now - self._idle_since >= self.config.wait_for_work
+
+    def _forget_everything(self) -> None:
+        """This node was reaped: its buckets, leases and inbox belong to others now."""
+        self.counts["rejoined"] += 1
+        self.counts["leases_dropped"] += len(self._leases)
+        logger.warning(
+            "This node was reaped (no heartbeat for TWOLEVEL_NODE_TTL): its %(leases)d "
+            "requests in flight were refused and will be fetched by the new holders; it "
+            "has joined again.",
+            {"leases": len(self._leases)},
+            extra={"spider": self.scheduler.spider},
+        )
+        self._held.clear()
+        self._draining.clear()
+        self._leases.clear()
+        self._leased_per_bucket.clear()
+        self._parked.clear()
+        self._parked_ids.clear()
+        kept_routes = self._staged.routes
+        self._staged = Batch(routes=kept_routes)
+
+    def _load(self, bucket: int, entry_id: str, data: bytes) -> bool:
+        """Queue a request of a bucket just taken over (its entry stays as it is)."""
+        request = self._decode(data)
+        if request is None:
+            self._staged.dones.append((bucket, entry_id))
+            return False
+        host = self.scheduler._lane(request)
+        key = self.scheduler.df.request_key(request)  # type: ignore[attr-defined]
+        return self._queue_local(
+            request, host, self.scheduler._quality(request), bucket, key, data, entry_id
+        )
+
+    def _receive(self, entry: Entry) -> bool:
+        """An inbox entry: store it if its bucket is held here, park it if it will be,
+        forward it otherwise; acknowledged in the commit that stores or forwards it."""
+        bucket = bucket_of(entry.host, self.config.buckets)
+        if bucket in self._held:
+            self._staged.acks.append(entry.id)
+            request = self._decode(entry.data)
+            if request is None:
+                return False
+            df = self.scheduler.df
+            key = df.request_key(request)  # type: ignore[attr-defined]
+            if not request.dont_filter and df.key_seen(key):  # type: ignore[attr-defined]
+                df.log(request, self.scheduler.spider)
+                return False
+            host = self.scheduler._lane(request)
+            return self._queue_local(
+                request, host, self.scheduler._quality(request), bucket, key, entry.data
+            )
+        if bucket in self._owned:
+            if entry.id not in self._parked_ids:  # read again after a failed tick
+                self._parked_ids.add(entry.id)
+                self._parked.setdefault(bucket, []).append(entry)
+            return False
+        self._forward(entry)
+        return False
+
+    def _forward(self, entry: Entry) -> None:
+        bucket = bucket_of(entry.host, self.config.buckets)
+        self._staged.routes.append((bucket, entry.host, entry.data))
+        self._staged.acks.append(entry.id)
+        self.counts["forwarded"] += 1
+
+    # -- helpers ----------------------------------------------------------------------------
+
+    def _new_id(self) -> str:
+        self._next_id += 1
+        return f"{self._run}-{self._next_id:x}"
+
+    def _encode(self, request: Request) -> bytes | None:
+        data = self.scheduler._encode(request)
+        if isinstance(data, bytes):
+            return data
+        # Not encodable: it cannot be shared, so it stays in this node's memory only.
+        self.counts["kept_local"] += 1
+        return None
+
+    def _decode(self, data: bytes) -> Request | None:
+        from .request_codec import decode_request
+
+        try:
+            return decode_request(data, self.scheduler.spider)
+        except Exception as exc:  # damaged, or a callback this spider does not have
+            self.scheduler._count_once(
+                "undecodable",
+                "A request from Redis could not be rebuilt and is dropped (%(request)s).",
+                f"{type(exc).__name__}: {exc}",
+            )
+            return None
+
+    @staticmethod
+    def _now() -> float:
+        import time
+
+        return time.monotonic()
+
+    def _report(self) -> None:
+        stats = self.scheduler.stats
+        stats.set_value("twolevel/redis/node", self.node_id)
+        stats.set_value("twolevel/redis/crawl_id", self.crawl_id)
+        stats.set_value("twolevel/redis/buckets_owned", len(self._owned))
+        for name, value in sorted(self.counts.items()):
+            if not name.endswith("_staged"):
+                stats.set_value(f"twolevel/redis/{name}", value)
+
+
+def _later(reactor: Any, delay: float) -> Any:
+    from twisted.internet import task
+
+    return task.deferLater(reactor, delay, lambda: None)

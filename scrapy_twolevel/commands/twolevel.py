@@ -1,0 +1,100 @@
+"""``scrapy twolevel status|reset [SPIDER]``: look at (or clear) a distributed crawl in Redis.
+
+``status`` prints the nodes of the crawl (alive or not, buckets owned and held, pending
+requests, inbox length) and the requests pending in buckets nobody holds (a dead node's,
+waiting to be reaped). ``reset`` deletes the crawl's keys, so the next crawl of that id
+starts from scratch; it refuses while a node is alive. The crawl is ``TWOLEVEL_CRAWL_ID``,
+else the spider's name (pass SPIDER, or ``--crawl-id``); Redis is ``TWOLEVEL_REDIS_URL``.
+Read-only apart from ``reset``; nothing read from Redis is unpickled.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from scrapy.commands import ScrapyCommand
+from scrapy.exceptions import UsageError
+
+if TYPE_CHECKING:
+    import argparse
+
+ACTIONS = ("status", "reset")
+
+
+class Command(ScrapyCommand):
+    requires_project = False
+    requires_crawler_process = False
+    default_settings: ClassVar[dict[str, Any]] = {"LOG_ENABLED": False}
+
+    def syntax(self) -> str:
+        return "status|reset [<spider>] [--crawl-id ID]"
+
+    def short_desc(self) -> str:
+        return "Show or reset a distributed crawl in Redis (scrapy_twolevel)"
+
+    def add_options(self, parser: argparse.ArgumentParser) -> None:
+        super().add_options(parser)
+        parser.add_argument("--crawl-id", default=None, help="the crawl (default: see above)")
+        parser.add_argument("--json", action="store_true", help="print JSON")
+
+    def run(self, args: list[str], opts: argparse.Namespace) -> None:
+        from ..cluster import connect
+        from ..config import ClusterConfig, SettingsError
+
+        if not args or args[0] not in ACTIONS or len(args) > 2:
+            raise UsageError()
+        assert self.settings is not None
+        try:
+            config = ClusterConfig.from_settings(self.settings)
+        except SettingsError as exc:
+            raise UsageError(str(exc)) from exc
+        crawl_id = opts.crawl_id or config.crawl_id or (args[1] if len(args) == 2 else None)
+        if crawl_id is None:
+            raise UsageError("Name the crawl: a spider name, --crawl-id or TWOLEVEL_CRAWL_ID")
+        if config.redis_url is None:
+            raise UsageError(
+                "TWOLEVEL_REDIS_URL is not set (e.g. -s TWOLEVEL_REDIS_URL=redis://...)"
+            )
+        try:
+            redis = connect(config.redis_url)
+        except SettingsError as exc:
+            print(exc)
+            self.exitcode = 1
+            return
+        if args[0] == "reset":
+            self.exitcode = reset(redis, crawl_id)
+            return
+        from ..distributed.node import status
+
+        report = status(redis, crawl_id)
+        print(json.dumps(report, indent=2) if opts.json else render(report))
+
+
+def render(report: dict[str, Any]) -> str:
+    """The status as a table."""
+    lines = [
+        f"crawl {report['crawl_id']}: epoch {report['epoch']}, {report['buckets']} buckets, "
+        f"{report['pending']} requests pending ({report['pending_unheld']} in unheld buckets)"
+    ]
+    if not report["nodes"]:
+        lines.append("no nodes")
+        return "\n".join(lines)
+    lines.append(f"{'node':<30} {'alive':>5} {'owned':>6} {'held':>6} {'pending':>8} {'inbox':>6}")
+    for node, row in report["nodes"].items():
+        lines.append(
+            f"{node:<30} {'yes' if row['alive'] else 'NO':>5} {row['buckets_owned']:>6} "
+            f"{row['buckets_held']:>6} {row['pending']:>8} {row['inbox']:>6}"
+        )
+    return "\n".join(lines)
+
+
+def reset(redis: Any, crawl_id: str) -> int:
+    from ..distributed.node import clear_crawl
+
+    alive = [k.decode() for k in redis.scan_iter(f"twolevel:{crawl_id}:alive:*")]
+    if alive:
+        print(f"crawl {crawl_id} has live nodes ({len(alive)}); stop them first")
+        return 1
+    print(f"deleted {clear_crawl(redis, crawl_id)} keys of crawl {crawl_id}")
+    return 0

@@ -1,0 +1,459 @@
+"""One crawler node's side of the shared crawl state in Redis: one :meth:`Node.sync` per tick.
+
+The scheduler never talks to Redis itself: it collects what changed in a :class:`Batch`
+and a background thread hands it to :meth:`Node.sync`, which does every round trip of
+the tick and returns a :class:`SyncResult` for the scheduler to apply. So Redis is off the
+hot path, and a slow or dead Redis delays the crawl's bookkeeping, never the reactor.
+
+Keys, under ``twolevel:<crawl id>:`` (the registry's own keys in :mod:`.registry`):
+
+- ``q:<bucket>``: a hash, entry id -> encoded request (JSON, never pickle), holding every
+  request of the bucket that is queued *or handed out and not yet finished*: the entry of
+  a handed-out request is its lease, removed only when the page is done and its children
+  are stored. A node that dies leaves its leases here, and the bucket's next holder
+  fetches them again (at least once, never lost).
+- ``seen:<bucket>``: the bucket's seen keys, packed (:mod:`.seen_log`).
+- ``holders``: a hash, bucket -> the node allowed to dispatch and commit its requests.
+  The table says who *should* own a bucket; ``holders`` says who *does*. A node takes a
+  bucket only once its previous holder released it (a graceful move: the holder first
+  finishes its requests in flight) or is no longer a member (it was reaped). So two nodes
+  never dispatch one bucket's hosts at once.
+- ``inbox:<node>``: cross URLs (:mod:`.inbox`).
+
+Every write of a tick is one Lua script (:data:`COMMIT_SCRIPT`), atomic: the new requests
+of held buckets with their seen keys, the cross URLs routed to their owners' inboxes, the
+acknowledgements of inbox entries now stored, and the leases of finished requests. A
+request's lease is removed in the same script that stores the children it produced (or
+in a later one), never before. The script refuses the writes of a bucket this node does
+not hold, and all of them if the node is no longer a member: a node reaped while
+paused cannot commit late results (no zombies).
+
+No Scrapy here.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from .inbox import Entry, Inbox
+from .registry import NotAMember, Registry
+from .seen_log import KEY_SIZE, SeenLog
+
+#: KEYS: none (one Redis instance, not Cluster: the keys are built from the prefix).
+#: ARGV: prefix, node, then counts of stores, routes, acks, dones, then their fields.
+#: Returns ``{status, stored, refused, bad_route_1, ...}``; status -1: not a member.
+COMMIT_SCRIPT = """
+local p, me = ARGV[1], ARGV[2]
+if redis.call('SISMEMBER', p .. 'members', me) == 0 then return {-1, 0, 0} end
+local ns, nr, na, nd = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
+local i = 7
+local held = {}
+local function holds(b)
+  local v = held[b]
+  if v == nil then
+    v = redis.call('HGET', p .. 'holders', b) == me
+    held[b] = v
+  end
+  return v
+end
+local stored, refused = 0, 0
+for _ = 1, ns do
+  local b = ARGV[i]
+  if holds(b) then
+    redis.call('HSET', p .. 'q:' .. b, ARGV[i + 1], ARGV[i + 2])
+    redis.call('APPEND', p .. 'seen:' .. b, ARGV[i + 3])
+    stored = stored + 1
+  else
+    refused = refused + 1
+  end
+  i = i + 4
+end
+local result = {1, 0, 0}
+local members = {}
+for r = 1, nr do
+  local node = ARGV[i]
+  local ok = members[node]
+  if ok == nil then
+    ok = redis.call('SISMEMBER', p .. 'members', node) == 1
+    members[node] = ok
+  end
+  if ok then
+    redis.call('XADD', p .. 'inbox:' .. node, '*', 'host', ARGV[i + 1], 'data', ARGV[i + 2])
+  else
+    table.insert(result, r)
+  end
+  i = i + 3
+end
+local inbox = p .. 'inbox:' .. me
+for _ = 1, na do
+  redis.call('XACK', inbox, 'owner', ARGV[i])
+  redis.call('XDEL', inbox, ARGV[i])
+  i = i + 1
+end
+for _ = 1, nd do
+  if holds(ARGV[i]) then
+    redis.call('HDEL', p .. 'q:' .. ARGV[i], ARGV[i + 1])
+  else
+    refused = refused + 1
+  end
+  i = i + 2
+end
+result[2], result[3] = stored, refused
+return result
+"""
+
+#: ARGV: prefix, node, buckets. Takes each bucket that is free, already this node's, or
+#: held by a node that is no longer a member; returns those taken.
+ACQUIRE_SCRIPT = """
+local p, me = ARGV[1], ARGV[2]
+local taken = {}
+for i = 3, #ARGV do
+  local h = redis.call('HGET', p .. 'holders', ARGV[i])
+  if (not h) or h == me or redis.call('SISMEMBER', p .. 'members', h) == 0 then
+    redis.call('HSET', p .. 'holders', ARGV[i], me)
+    table.insert(taken, ARGV[i])
+  end
+end
+return taken
+"""
+
+#: ARGV: prefix, node, buckets. Releases those this node holds; returns how many.
+RELEASE_SCRIPT = """
+local p, me = ARGV[1], ARGV[2]
+local n = 0
+for i = 3, #ARGV do
+  if redis.call('HGET', p .. 'holders', ARGV[i]) == me then
+    redis.call('HDEL', p .. 'holders', ARGV[i])
+    n = n + 1
+  end
+end
+return n
+"""
+
+
+@dataclass
+class Batch:
+    """What the scheduler changed since the last tick (filled on the reactor thread)."""
+
+    #: ``(bucket, entry id, encoded request, 16-byte seen key)`` of held buckets.
+    stores: list[tuple[int, str, bytes, bytes]] = field(default_factory=list)
+    #: ``(bucket, host key, encoded request)`` for buckets this node does not hold.
+    routes: list[tuple[int, str, bytes]] = field(default_factory=list)
+    #: Inbox entry ids now stored (or forwarded, or dropped as seen).
+    acks: list[bytes] = field(default_factory=list)
+    #: ``(bucket, entry id)`` of finished requests: their leases.
+    dones: list[tuple[int, str]] = field(default_factory=list)
+    #: Held buckets this node no longer owns and has drained.
+    release: list[int] = field(default_factory=list)
+    #: Ask whether the whole crawl is out of work (this node is).
+    check_idle: bool = False
+
+    def __bool__(self) -> bool:
+        return bool(self.stores or self.routes or self.acks or self.dones or self.release)
+
+    def prepend(self, earlier: Batch) -> None:
+        """Put a batch that failed back in front of what was collected since."""
+        self.stores[:0], self.routes[:0] = earlier.stores, earlier.routes
+        self.acks[:0], self.dones[:0] = earlier.acks, earlier.dones
+        self.release[:0] = earlier.release
+
+
+@dataclass
+class SyncResult:
+    """What a tick learned, for the scheduler to apply on the reactor thread."""
+
+    #: Buckets the table gives this node now.
+    owned: frozenset[int] = frozenset()
+    #: Buckets taken this tick: their pending entries ``(id, data)`` and seen keys.
+    acquired: dict[int, tuple[list[tuple[str, bytes]], list[bytes]]] = field(default_factory=dict)
+    released: list[int] = field(default_factory=list)
+    received: list[Entry] = field(default_factory=list)
+    stored: int = 0
+    routed: int = 0
+    #: Writes refused because this node does not hold the bucket (zombie results).
+    refused: int = 0
+    #: This node had been reaped; it has joined again with nothing held.
+    rejoined: bool = False
+    reaped: list[str] = field(default_factory=list)
+    rerouted: int = 0
+    #: Whether the whole crawl is out of work (only when asked).
+    idle: bool | None = None
+    round_trips: int = 0
+
+
+class Node:
+    """A crawler node in a crawl's Redis state; call from one thread at a time."""
+
+    def __init__(
+        self,
+        redis: Any,
+        crawl_id: str,
+        node_id: str,
+        *,
+        buckets: int,
+        ttl: float,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.redis = redis
+        self.crawl_id = crawl_id
+        self.node_id = node_id
+        self.prefix = f"twolevel:{crawl_id}:"
+        self.ttl = ttl
+        self._clock = clock
+        self.registry = Registry(redis, crawl_id, node_id, buckets=buckets, ttl=ttl, clock=clock)
+        self.inbox: Inbox | None = None
+        self.seen_log = SeenLog(redis, crawl_id)
+        self._commit = redis.register_script(COMMIT_SCRIPT)
+        self._acquire = redis.register_script(ACQUIRE_SCRIPT)
+        self._release = redis.register_script(RELEASE_SCRIPT)
+        self._beat_at = float("-inf")
+        self._reap_at = float("-inf")
+        self.held: set[int] = set()
+
+    # -- membership --------------------------------------------------------------------
+
+    def join(self) -> None:
+        """Enter the crawl (or re-enter it, after being reaped)."""
+        self.registry.join()
+        self.inbox = Inbox(self.redis, self.crawl_id, self.node_id)
+        self._beat_at = self._clock()
+        self.held = set()
+
+    def may_dispatch(self) -> bool:
+        """Whether requests may still be handed out: stops half a ttl before anyone may
+        reap this node, so its last downloads end before another node takes its hosts."""
+        last = self.registry.last_beat
+        return last is not None and self._clock() - last < self.ttl / 2
+
+    def leave(self, *, finished: bool = False) -> bool:
+        """Leave gracefully: release what this node holds, hand its buckets and its inbox
+        over. Requests it had handed out and not finished stay leased in their buckets,
+        so their new holders fetch them again.
+
+        ``finished``: the crawl ran out of work. If this was the last node and nothing is
+        pending anywhere, the crawl's keys are deleted (so the next crawl of this id starts
+        afresh), and ``True`` is returned. An unfinished crawl keeps them, to be resumed.
+        """
+        self._call(self._release, list(self.held))
+        self.held = set()
+        self.registry.leave()
+        if self.registry.table.nodes:
+            if self.inbox is not None:
+                self.inbox.reroute(self.node_id, self._live_owner)
+            return False
+        if finished and not self.redis.scard(f"{self.prefix}members") and self.crawl_idle():
+            clear_crawl(self.redis, self.crawl_id)
+            return True
+        return False
+
+    # -- the tick ----------------------------------------------------------------------
+
+    def sync(self, batch: Batch, *, receive: int = 500) -> SyncResult:
+        """Do one tick's round trips: heartbeat, reap, table, commit, hand-overs, inbox.
+
+        On any error the caller retries the batch later; the inbox is then read again from
+        its first unacknowledged entry, so entries read by the failed tick are not lost.
+        """
+        try:
+            return self._sync(batch, receive)
+        except Exception:
+            if self.inbox is not None:
+                self.inbox.redeliver()
+            raise
+
+    def _sync(self, batch: Batch, receive: int) -> SyncResult:
+        result = SyncResult()
+        now = self._clock()
+        if now - self._beat_at >= self.ttl / 5:
+            result.round_trips += 2
+            try:
+                self.registry.heartbeat()
+            except NotAMember:
+                batch = self._rejoin(batch, result)
+            self._beat_at = now
+        if now - self._reap_at >= self.ttl / 2:
+            self._reap_at = now
+            result.round_trips += 1
+            for dead, _moves in self.registry.reap().items():
+                result.reaped.append(dead)
+                result.rerouted += Inbox(self.redis, self.crawl_id, dead).reroute(
+                    dead, self._live_owner
+                )
+                result.round_trips += 3
+        result.round_trips += 1
+        self.registry.refresh()
+        try:
+            self._commit_batch(batch, result)
+        except NotAMember:
+            self._commit_batch(self._rejoin(batch, result), result)
+        if batch.release:
+            result.round_trips += 1
+            self._call(self._release, batch.release)
+            self.held.difference_update(batch.release)
+            result.released = list(batch.release)
+        owned = self.registry.owned()
+        result.owned = owned
+        wanted = sorted(owned - self.held)
+        if wanted:
+            self._take(wanted, result)
+        assert self.inbox is not None
+        result.round_trips += 1
+        result.received = self.inbox.receive(receive)
+        if batch.check_idle and not result.received:
+            result.round_trips += 1
+            result.idle = self.crawl_idle()
+        return result
+
+    def _rejoin(self, batch: Batch, result: SyncResult) -> Batch:
+        """Reaped while paused or cut off: what this node held belongs to others now, and
+        its writes for it were refused. Join again with nothing held; of the batch only
+        the cross URLs are still worth sending (the rest is redone by the new holders)."""
+        self.join()
+        result.rejoined = True
+        result.round_trips += 6
+        return Batch(routes=batch.routes)
+
+    def flush(self, batch: Batch) -> SyncResult:
+        """Commit ``batch`` only (the last one, before leaving)."""
+        result = SyncResult(round_trips=1)
+        self.registry.refresh()
+        self._commit_batch(batch, result)
+        return result
+
+    def _commit_batch(self, batch: Batch, result: SyncResult) -> None:
+        routes = batch.routes
+        for _attempt in range(3):
+            if not (batch.stores or routes or batch.acks or batch.dones):
+                return
+            table = self.registry.table
+            args: list[Any] = [self.prefix, self.node_id]
+            args += [len(batch.stores), len(routes), len(batch.acks), len(batch.dones)]
+            for bucket, entry_id, data, key in batch.stores:
+                args += [bucket, entry_id, data, key]
+            for bucket, host, data in routes:
+                args += [table.owner(bucket) or "", host, data]
+            args += batch.acks
+            for bucket, entry_id in batch.dones:
+                args += [bucket, entry_id]
+            result.round_trips += 1
+            reply = self._commit(args=args)
+            if reply[0] == -1:
+                raise NotAMember(f"node {self.node_id} is no longer in crawl {self.crawl_id}")
+            result.stored += int(reply[1])
+            result.refused += int(reply[2])
+            bad = {int(i) - 1 for i in reply[3:]}
+            result.routed += len(routes) - len(bad)
+            # Routed with a stale table (the owner left): read the table and send again.
+            routes = [r for i, r in enumerate(routes) if i in bad]
+            batch = Batch(routes=routes)
+            if routes:
+                result.round_trips += 1
+                self.registry.refresh()
+        if routes:
+            raise RuntimeError(f"{len(routes)} cross URLs found no live owner")
+
+    def _take(self, buckets: list[int], result: SyncResult) -> None:
+        result.round_trips += 2
+        taken = [int(b) for b in self._call(self._acquire, buckets)]
+        if not taken:
+            return
+        pipe = self.redis.pipeline(transaction=False)
+        for bucket in taken:
+            pipe.hgetall(f"{self.prefix}q:{bucket}")
+            pipe.get(self.seen_log.key(bucket))
+        replies = pipe.execute()
+        for i, bucket in enumerate(taken):
+            entries = [
+                (k.decode() if isinstance(k, bytes) else k, v) for k, v in replies[2 * i].items()
+            ]
+            packed = replies[2 * i + 1] or b""
+            if len(packed) % KEY_SIZE:
+                raise ValueError(f"{self.seen_log.key(bucket)} is damaged ({len(packed)} bytes)")
+            keys = [packed[j : j + KEY_SIZE] for j in range(0, len(packed), KEY_SIZE)]
+            result.acquired[bucket] = (entries, keys)
+            self.held.add(bucket)
+
+    def _call(self, script: Any, buckets: list[int]) -> Any:
+        if not buckets:
+            return []
+        return script(args=[self.prefix, self.node_id, *buckets])
+
+    def _live_owner(self, host: str) -> str | None:
+        return self.registry.table.owner_of_host(host)
+
+    # -- the whole crawl -----------------------------------------------------------------
+
+    def crawl_idle(self) -> bool:
+        """No pending or leased request in any bucket and no entry in any inbox.
+
+        Also reroutes the inbox of a node that is no longer a member (its reaper died
+        before doing it), so nothing waits where nobody reads.
+        """
+        for _ in self.redis.scan_iter(f"{self.prefix}q:*", count=1000):
+            return False
+        members = {m.decode() for m in self.redis.smembers(f"{self.prefix}members")}
+        idle = True
+        for raw in self.redis.scan_iter(f"{self.prefix}inbox:*", count=1000):
+            stream = raw.decode()
+            node = stream[len(f"{self.prefix}inbox:") :]
+            if node not in members and self.registry.table.nodes:
+                Inbox(self.redis, self.crawl_id, node).reroute(node, self._live_owner)
+                idle = False
+            elif self.redis.xlen(stream):
+                idle = False
+        return idle
+
+
+def clear_crawl(redis: Any, crawl_id: str) -> int:
+    """Delete every key of crawl ``crawl_id``; the number deleted."""
+    keys = list(redis.scan_iter(f"twolevel:{crawl_id}:*", count=1000))
+    for i in range(0, len(keys), 1000):
+        redis.delete(*keys[i : i + 1000])
+    return len(keys)
+
+
+def status(redis: Any, crawl_id: str) -> dict[str, Any]:
+    """Nodes, bucket ownership, pending requests per node and inbox lag, for ``scrapy
+    twolevel status`` (read-only)."""
+    prefix = f"twolevel:{crawl_id}:"
+    from .buckets import BucketTable
+
+    raw = redis.get(f"{prefix}table")
+    table = BucketTable.from_json(raw) if raw else None
+    members = sorted(m.decode() for m in redis.smembers(f"{prefix}members"))
+    holders: dict[int, str] = {
+        int(b): h.decode() for b, h in redis.hgetall(f"{prefix}holders").items()
+    }
+    nodes: dict[str, dict[str, Any]] = {}
+    for node in members:
+        ttl = redis.pttl(f"{prefix}alive:{node}")
+        nodes[node] = {
+            "alive": ttl > 0,
+            "heartbeat_ttl_ms": max(ttl, 0),
+            "buckets_owned": len(table.buckets_of(node)) if table else 0,
+            "buckets_held": sum(1 for h in holders.values() if h == node),
+            "pending": 0,
+            "inbox": int(redis.xlen(f"{prefix}inbox:{node}")),
+        }
+    pending_total = 0
+    unheld = 0
+    for raw_key in redis.scan_iter(f"{prefix}q:*", count=1000):
+        bucket = int(raw_key.decode().rsplit(":", 1)[1])
+        size = int(redis.hlen(raw_key))
+        pending_total += size
+        holder = holders.get(bucket)
+        if holder in nodes:
+            nodes[holder]["pending"] += size
+        else:
+            unheld += size
+    return {
+        "crawl_id": crawl_id,
+        "epoch": int(redis.get(f"{prefix}epoch") or 0),
+        "buckets": table.size if table else None,
+        "nodes": nodes,
+        "pending": pending_total,
+        "pending_unheld": unheld,
+    }
