@@ -53,7 +53,6 @@ def crawl(tmp_path, web, settings, **kwargs) -> CrawlResult:
     return CrawlResult.from_dict(json.loads(out.read_text()))
 
 
-
 class InternalsProbe:
     """Checks, inside a real crawl, the two Scrapy internals scrapy_twolevel relies on."""
 
@@ -120,6 +119,55 @@ class KillAfterResponses:
             os.kill(os.getpid(), signal.SIGKILL)
 
 
+class SignalAfterResponses:
+    """Extension: send this crawl process SIGNAL_AFTER_RESPONSES = [count, signal name]
+    (SIGSTOP, SIGINT, ...) once, after that many responses: a pause or a graceful stop at a
+    known point of the crawl, decided inside it."""
+
+    def __init__(self, count, signame):
+        self.count = count
+        self.signame = signame
+        self.seen = 0
+
+    @classmethod
+    def from_crawler(cls, crawler):
+        import scrapy.signals
+
+        count, signame = crawler.settings.getlist("SIGNAL_AFTER_RESPONSES")
+        ext = cls(int(count), signame)
+        crawler.signals.connect(ext.response_received, signal=scrapy.signals.response_received)
+        return ext
+
+    def response_received(self, **kwargs):
+        import os
+        import signal
+
+        self.seen += 1
+        if self.seen == self.count:
+            os.kill(os.getpid(), getattr(signal, self.signame))
+
+
+class StatsFile:
+    """Extension: write the crawl's stats as JSON to STATS_FILE when the spider closes."""
+
+    def __init__(self, crawler, path):
+        self.crawler = crawler
+        self.path = path
+
+    @classmethod
+    def from_crawler(cls, crawler):
+        import scrapy.signals
+
+        ext = cls(crawler, crawler.settings["STATS_FILE"])
+        crawler.signals.connect(ext.spider_closed, signal=scrapy.signals.spider_closed)
+        return ext
+
+    def spider_closed(self, spider, reason):
+        stats = dict(self.crawler.stats.get_stats())
+        stats["finish_reason"] = reason
+        Path(self.path).write_text(json.dumps(stats, default=str))
+
+
 class FetchLog:
     """Extension: append ``<time> <url>`` for every response downloaded (redirects
     included) to FETCH_LOG, unbuffered.
@@ -138,9 +186,7 @@ class FetchLog:
         import scrapy.signals
 
         ext = cls(crawler.settings["FETCH_LOG"])
-        crawler.signals.connect(
-            ext.response_downloaded, signal=scrapy.signals.response_downloaded
-        )
+        crawler.signals.connect(ext.response_downloaded, signal=scrapy.signals.response_downloaded)
         return ext
 
     def response_downloaded(self, response, **kwargs):

@@ -1,0 +1,281 @@
+"""The distributed mode the hard way: several real ``scrapy crawl`` processes on one Redis.
+
+One test web serves every node from its own process, so its counts are the ground truth:
+how often each page was fetched, and whether a host ever had two requests in flight at
+once (from any node). Nodes join late, leave with Ctrl-C, are killed with SIGKILL, and
+are paused with SIGSTOP past their ttl. Waits are on conditions (server counts, Redis
+membership, process state) with deadlines, never fixed sleeps.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from scrapy_twolevel.testing.process import ServerProcess
+from scrapy_twolevel.testing.web import HostProfile, generate_web
+
+HERE = Path(__file__).resolve().parent
+PROJECT = HERE.parent / "example_project"
+BUCKETS = 16384
+CONCURRENCY = 4
+SYNC_INTERVAL = 0.05
+RESPONSE_DELAY = 0.1
+TTL = 2.0
+
+
+def slow_web(hosts=16, pages=30, seed=7):
+    """A web slow enough (0.1 s per response) for nodes to join and fail mid-crawl."""
+    return generate_web(
+        hosts,
+        pages,
+        seed=seed,
+        n_seeds=4,
+        links_per_page=6,
+        host_profiles=[HostProfile(connect_delay=0.002, response_delay=RESPONSE_DELAY)] * hosts,
+    )
+
+
+class Node:
+    """One ``scrapy crawl testweb`` process of the example project, as a node of a crawl."""
+
+    def __init__(self, tmp_path, name, server, redis_url, crawl_id, **settings):
+        self.name = name
+        self.stats_file = tmp_path / f"{name}.stats.json"
+        self.log_file = tmp_path / f"{name}.log"
+        extensions = {"crawl_helpers.StatsFile": 0, **settings.pop("EXTENSIONS", {})}
+        values = {
+            "EXTENSIONS": extensions,  # no embedded test web: every node crawls `server`
+            "STATS_FILE": str(self.stats_file),
+            "TWOLEVEL_TESTWEB_SEEDS": ",".join(server.seeds),
+            "TWOLEVEL_REDIS_URL": redis_url,
+            "TWOLEVEL_CRAWL_ID": crawl_id,
+            "TWOLEVEL_NODE_ID": name,
+            "TWOLEVEL_NODE_TTL": TTL,
+            "TWOLEVEL_SYNC_INTERVAL": SYNC_INTERVAL,
+            "CONCURRENT_REQUESTS": CONCURRENCY,
+            "LOG_LEVEL": "INFO",
+            **settings,
+        }
+        cmd = [sys.executable, "-m", "scrapy.cmdline", "crawl", "testweb"]
+        for key, value in values.items():
+            cmd += ["-s", f"{key}={value if isinstance(value, str) else json.dumps(value)}"]
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), str(PROJECT)])}
+        with open(self.log_file, "w") as log:
+            self.proc = subprocess.Popen(
+                cmd, cwd=PROJECT, stdout=subprocess.DEVNULL, stderr=log, env=env
+            )
+
+    def wait(self, timeout=120):
+        try:
+            return self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            raise AssertionError(f"{self.name} did not finish:\n{self.log()[-3000:]}") from None
+
+    def log(self):
+        return self.log_file.read_text()
+
+    def stats(self):
+        assert self.stats_file.exists(), f"{self.name} wrote no stats:\n{self.log()[-3000:]}"
+        return json.loads(self.stats_file.read_text())
+
+    def finished(self):
+        assert self.wait() == 0, self.log()[-3000:]
+        stats = self.stats()
+        assert stats["finish_reason"] == "finished", stats
+        assert "Traceback" not in self.log(), self.log()[-3000:]
+        return stats
+
+
+def wait_until(condition, what, timeout=60.0):
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+def fetched(server):
+    return server.stats().fetch_counts()
+
+
+def refetches(counts):
+    return sum(counts.values()) - len(counts)
+
+
+def responses(stats):
+    return stats.get("downloader/response_count", 0)
+
+
+@pytest.fixture
+def web_server(tmp_path):
+    servers = []
+
+    def start(web):
+        workdir = tmp_path / f"server{len(servers)}"
+        workdir.mkdir()
+        server = ServerProcess(web, workdir)
+        servers.append(server)
+        return server
+
+    yield start
+    for server in servers:
+        server.stop()
+
+
+def test_three_nodes_fetch_every_page_exactly_once(tmp_path, web_server, redis_crawl, redis_url):
+    client, crawl_id = redis_crawl
+    web = generate_web(
+        12,
+        25,
+        seed=5,
+        n_seeds=3,
+        links_per_page=6,
+        host_profiles=[HostProfile(connect_delay=0.002, response_delay=0.02)] * 12,
+    )
+    server = web_server(web)
+    nodes = [Node(tmp_path, f"n{i}", server, redis_url, crawl_id) for i in range(3)]
+    stats = [node.finished() for node in nodes]
+
+    counts = fetched(server)
+    assert counts == {page: 1 for page in web.reachable()}
+    server_stats = server.stats()
+    assert server_stats.overlapping_requests() == 0
+    assert max(server_stats.max_concurrent_requests_per_host().values()) == 1
+    assert sum(responses(s) for s in stats) == len(web.reachable())
+    assert sum(s["twolevel/redis/routed_out"] for s in stats) > 0  # cross URLs went through
+    assert sum(s["twolevel/redis/routed_in"] for s in stats) > 0
+    assert all(s["twolevel/redis/buckets_taken"] > 0 for s in stats)
+    # The last node out of a finished crawl deletes its keys: a new crawl starts afresh.
+    assert sum(s.get("twolevel/redis/cleared", 0) for s in stats) == 1
+    assert not list(client.scan_iter(f"twolevel:{crawl_id}:*"))
+
+
+def test_node_started_mid_crawl_takes_a_share(tmp_path, web_server, redis_crawl, redis_url):
+    _, crawl_id = redis_crawl
+    web = slow_web()
+    server = web_server(web)
+    first = [Node(tmp_path, f"n{i}", server, redis_url, crawl_id) for i in range(2)]
+    wait_until(lambda: server.stats().total.responses_total >= 60, "60 responses")
+    late = Node(tmp_path, "late", server, redis_url, crawl_id)
+    stats = [node.finished() for node in first]
+    late_stats = late.finished()
+
+    assert fetched(server) == {page: 1 for page in web.reachable()}
+    assert server.stats().overlapping_requests() == 0
+    # The newcomer takes floor(M / 3) buckets, given up by the two others (which had
+    # moved floor(M / 2) between them when the second joined).
+    assert late_stats["twolevel/redis/buckets_taken"] == BUCKETS // 3
+    given = sum(s.get("twolevel/redis/buckets_given", 0) for s in stats)
+    assert given == BUCKETS // 2 + BUCKETS // 3
+    # ...with the requests already queued in them, and fetches its share.
+    assert late_stats["twolevel/redis/loaded"] > 0
+    assert responses(late_stats) > 0
+
+
+def test_graceful_leave_hands_buckets_over(tmp_path, web_server, redis_crawl, redis_url):
+    _, crawl_id = redis_crawl
+    web = slow_web(seed=8)
+    server = web_server(web)
+    stay = [Node(tmp_path, f"n{i}", server, redis_url, crawl_id) for i in range(2)]
+    leaver = Node(
+        tmp_path,
+        "leaver",
+        server,
+        redis_url,
+        crawl_id,
+        EXTENSIONS={"crawl_helpers.SignalAfterResponses": 1},
+        SIGNAL_AFTER_RESPONSES="40,SIGINT",  # Ctrl-C: Scrapy's graceful stop
+    )
+    assert leaver.wait() == 0, leaver.log()[-3000:]
+    left = leaver.stats()
+    assert left["finish_reason"] == "shutdown"
+    stats = [node.finished() for node in stay]
+
+    assert set(fetched(server)) == web.reachable()
+    # Scrapy finishes the requests in progress before closing; the leaver commits them,
+    # so nothing is fetched twice.
+    assert refetches(fetched(server)) == 0
+    assert server.stats().overlapping_requests() == 0
+    # The two that stayed ended up holding every bucket.
+    held = sum(
+        s["twolevel/redis/buckets_taken"] - s.get("twolevel/redis/buckets_given", 0) for s in stats
+    )
+    assert held == BUCKETS
+    assert responses(left) >= 40
+
+
+def test_sigkill_mid_crawl_loses_nothing(tmp_path, web_server, redis_crawl, redis_url):
+    _, crawl_id = redis_crawl
+    web = slow_web(seed=9)
+    server = web_server(web)
+    stay = [Node(tmp_path, f"n{i}", server, redis_url, crawl_id) for i in range(2)]
+    victim = Node(
+        tmp_path,
+        "victim",
+        server,
+        redis_url,
+        crawl_id,
+        EXTENSIONS={"crawl_helpers.KillAfterResponses": 1},
+        KILL_AFTER_RESPONSES=40,
+    )
+    assert victim.wait() == -signal.SIGKILL
+    stats = [node.finished() for node in stay]
+
+    counts = fetched(server)
+    assert set(counts) == web.reachable()  # no page lost
+    # Fetched again at most: the victim's requests in flight (CONCURRENCY), and those it
+    # finished since its last commit (one sync interval plus the tick: under one response
+    # time, so at most one more per host in flight).
+    assert refetches(counts) <= 2 * CONCURRENCY
+    assert server.stats().overlapping_requests() == 0
+    assert sum(s["twolevel/redis/reaped"] for s in stats) == 1
+    held = sum(
+        s["twolevel/redis/buckets_taken"] - s.get("twolevel/redis/buckets_given", 0) for s in stats
+    )
+    assert held == BUCKETS
+
+
+def test_sigstop_past_ttl_loses_buckets_and_rejoins(tmp_path, web_server, redis_crawl, redis_url):
+    client, crawl_id = redis_crawl
+    web = slow_web(seed=10)
+    server = web_server(web)
+    stay = [Node(tmp_path, f"n{i}", server, redis_url, crawl_id) for i in range(2)]
+    paused = Node(
+        tmp_path,
+        "paused",
+        server,
+        redis_url,
+        crawl_id,
+        EXTENSIONS={"crawl_helpers.SignalAfterResponses": 1},
+        SIGNAL_AFTER_RESPONSES="40,SIGSTOP",
+    )
+    members = f"twolevel:{crawl_id}:members"
+    wait_until(lambda: _process_state(paused.proc.pid) == "T", "the node to stop itself")
+    wait_until(lambda: not client.sismember(members, "paused"), "the paused node to be reaped")
+    paused.proc.send_signal(signal.SIGCONT)
+    stats = [node.finished() for node in stay]
+    late = paused.finished()
+
+    counts = fetched(server)
+    assert set(counts) == web.reachable()
+    assert refetches(counts) <= 2 * CONCURRENCY
+    assert server.stats().overlapping_requests() == 0
+    assert sum(s["twolevel/redis/reaped"] for s in stats) == 1
+    # Woken up, it learnt it had been reaped: its requests in flight were dropped, not
+    # committed (their pages belong to the new holders), and it joined again.
+    assert late["twolevel/redis/rejoined"] == 1
+    assert late["twolevel/redis/leases_dropped"] >= 1
+    assert "This node was reaped" in paused.log()
+
+
+def _process_state(pid):
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
