@@ -807,7 +807,14 @@ def check_job_state(crawler: Crawler, config: TwoLevelConfig, policy: Policy) ->
 
     The middleware calls it before the spider opens, so a corrupt or mismatched file
     stops the crawl with one message; the scheduler's ``open`` checks again for real.
+    In the distributed mode it checks the Redis instead: reachable, and holding no crawl
+    of this id with another bucket count.
     """
+    cluster = ClusterConfig.from_settings(crawler.settings)
+    if cluster.enabled:
+        assert cluster.redis_url is not None
+        check_cluster_state(cluster, cluster.crawl_id or _spider_name(crawler))
+        return
     jobdir = job_dir(crawler.settings)
     if not jobdir:
         return
@@ -815,6 +822,37 @@ def check_job_state(crawler: Crawler, config: TwoLevelConfig, policy: Policy) ->
     read_hosts(statedir / "hosts.json")
     with _explained_mismatch(policy):
         SqliteStore.inspect(statedir / "frontier.sqlite3", _store_shape(config, policy))
+
+
+def check_cluster_state(cluster: ClusterConfig, crawl_id: str | None) -> None:
+    """Raise :class:`SettingsError` if the crawl's Redis is unreachable or disagrees."""
+    from .cluster import connect
+    from .distributed.buckets import BucketTable
+
+    assert cluster.redis_url is not None
+    client = connect(cluster.redis_url)
+    try:
+        raw = client.get(f"twolevel:{crawl_id}:table") if crawl_id else None
+        if raw:
+            try:
+                size = BucketTable.from_json(raw).size
+            except ValueError as exc:
+                raise StateError(
+                    f"twolevel:{crawl_id}:table in TWOLEVEL_REDIS_URL is damaged ({exc}); "
+                    f"`scrapy twolevel reset --crawl-id {crawl_id}` clears the crawl."
+                ) from exc
+            if size != cluster.buckets:
+                raise SettingsError(
+                    f"TWOLEVEL_BUCKETS={cluster.buckets}, but crawl {crawl_id!r} in Redis has "
+                    f"{size} buckets: every node of a crawl must use the same number."
+                )
+    finally:
+        client.close()
+
+
+def _spider_name(crawler: Crawler) -> str | None:
+    spidercls = getattr(crawler, "spidercls", None)
+    return getattr(spidercls, "name", None)
 
 
 def _store_shape(config: TwoLevelConfig, policy: Policy) -> dict[str, str]:

@@ -279,3 +279,55 @@ def test_sigstop_past_ttl_loses_buckets_and_rejoins(tmp_path, web_server, redis_
 
 def _process_state(pid):
     return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+
+
+def test_redis_lost_mid_crawl_is_retried_and_loses_nothing(tmp_path, web_server):
+    """A private Redis (the shared one serves other tests) is shut down mid-crawl, with its
+    data saved, and started again: the node says so once, retries, and finishes."""
+    import socket
+
+    import redis
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    data_dir = tmp_path / "redis"
+    data_dir.mkdir()
+
+    def start_redis():
+        args = ["--port", str(port), "--bind", "127.0.0.1", "--dir", str(data_dir)]
+        args += ["--save", "", "--appendonly", "no"]
+        proc = subprocess.Popen(["redis-server", *args], stdout=subprocess.DEVNULL)
+        client = redis.Redis(port=port)
+        wait_until(lambda: _pings(client), "the private Redis to start")
+        return proc, client
+
+    web = slow_web(seed=11)
+    server = web_server(web)
+    redis_proc, client = start_redis()
+    try:
+        solo = Node(tmp_path, "solo", server, f"redis://127.0.0.1:{port}/0", "lost")
+        wait_until(lambda: server.stats().total.responses_total >= 40, "40 responses")
+        client.shutdown(save=True)
+        redis_proc.wait(timeout=30)
+        wait_until(lambda: "Cannot reach Redis" in solo.log(), "the node to notice")
+        redis_proc, client = start_redis()
+        stats = solo.finished()
+    finally:
+        redis_proc.kill()
+        redis_proc.wait()
+
+    counts = fetched(server)
+    assert counts == {page: 1 for page in web.reachable()}
+    assert solo.log().count("Cannot reach Redis at TWOLEVEL_REDIS_URL") == 1
+    assert "reachable again" in solo.log()
+    assert stats["twolevel/redis/sync_errors"] >= 1
+
+
+def _pings(client):
+    import redis
+
+    try:
+        return client.ping()
+    except redis.ConnectionError:
+        return False

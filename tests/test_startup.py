@@ -53,8 +53,38 @@ def last_line(text: str) -> str:
             ["-s", "TWOLEVEL_SEEN_MODE=fast"],
             "SettingsError: TWOLEVEL_SEEN_MODE='fast' is not valid; use one of: exact, bloom-only",
         ),
+        (
+            ["-s", "TWOLEVEL_REDIS_URL=http://127.0.0.1:6379"],
+            "SettingsError: TWOLEVEL_REDIS_URL='http://127.0.0.1:6379' is not valid",
+        ),
+        (
+            ["-s", "TWOLEVEL_REDIS_URL=redis://127.0.0.1:1/0"],
+            "SettingsError: Cannot reach Redis at TWOLEVEL_REDIS_URL='redis://127.0.0.1:1/0'",
+        ),
+        (
+            [
+                "-s",
+                "TWOLEVEL_REDIS_URL=redis://127.0.0.1:6379/0",
+                "-s",
+                "DUPEFILTER_CLASS=scrapy.dupefilters.RFPDupeFilter",
+            ],
+            "SettingsError: TWOLEVEL_REDIS_URL needs the seen cache",
+        ),
+        (
+            ["-s", "TWOLEVEL_REDIS_URL=redis://127.0.0.1:6379/0", "-s", "TWOLEVEL_HOST_KEY=ip"],
+            "SettingsError: TWOLEVEL_HOST_KEY='ip' cannot be used with TWOLEVEL_REDIS_URL",
+        ),
     ],
-    ids=["quality-import", "not-an-integer", "not-finite", "seen-mode"],
+    ids=[
+        "quality-import",
+        "not-an-integer",
+        "not-finite",
+        "seen-mode",
+        "redis-url",
+        "redis-unreachable",
+        "redis-needs-seen-cache",
+        "redis-ip-host-key",
+    ],
 )
 def test_settings_error_is_the_one_message(args, message):
     proc = scrapy_crawl(*args)
@@ -74,9 +104,7 @@ def test_corrupt_jobdir_is_named_once_and_left_untouched(tmp_path):
         port = probe.getsockname()[1]
     proc = scrapy_crawl("-s", f"JOBDIR={tmp_path / 'job'}", "-s", f"TWOLEVEL_TESTWEB_PORT={port}")
     assert proc.returncode != 0
-    assert f"StateError: {frontier} is not a scrapy_twolevel state file" in last_line(
-        proc.stderr
-    )
+    assert f"StateError: {frontier} is not a scrapy_twolevel state file" in last_line(proc.stderr)
     assert not any(word in proc.stderr for word in CASCADE), proc.stderr[-3000:]
     assert frontier.read_bytes() == b"not a database " * 100
 

@@ -1,0 +1,187 @@
+"""The node protocol against a real Redis: commits, leases, hand-overs, zombies, idleness.
+
+No Scrapy: :class:`~scrapy_twolevel.distributed.node.Node` objects driven directly, with
+a fake clock where time matters. Few buckets, so tests can name them.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from scrapy_twolevel.distributed.buckets import bucket_of
+from scrapy_twolevel.distributed.node import Batch, Node, clear_crawl, status
+
+BUCKETS = 4
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def node(client, crawl_id, name, clock=None, ttl=10.0):
+    n = Node(client, crawl_id, name, buckets=BUCKETS, ttl=ttl, clock=clock or Clock())
+    n.join()
+    return n
+
+
+def host_in(bucket: int) -> str:
+    """A host name whose bucket is ``bucket``."""
+    return next(f"h{i}.test" for i in range(1000) if bucket_of(f"h{i}.test", BUCKETS) == bucket)
+
+
+def key(n: int) -> bytes:
+    return n.to_bytes(16, "big")
+
+
+def pending(client, crawl_id, bucket):
+    return {k.decode(): v for k, v in client.hgetall(f"twolevel:{crawl_id}:q:{bucket}").items()}
+
+
+def test_holder_commits_children_and_releases_leases_atomically(redis_crawl):
+    client, crawl_id = redis_crawl
+    a = node(client, crawl_id, "a")
+    first = a.sync(Batch())
+    assert set(first.acquired) == set(range(BUCKETS))  # the first node takes everything
+    result = a.sync(Batch(stores=[(0, "e1", b"req1", key(1)), (0, "e2", b"req2", key(2))]))
+    assert result.stored == 2 and result.refused == 0
+    assert pending(client, crawl_id, 0) == {"e1": b"req1", "e2": b"req2"}
+    # e1's page is done; its child e3 is stored in the same commit.
+    a.sync(Batch(stores=[(0, "e3", b"req3", key(3))], dones=[(0, "e1")]))
+    assert pending(client, crawl_id, 0) == {"e2": b"req2", "e3": b"req3"}
+    assert a.seen_log.load(0) == {key(1), key(2), key(3)}
+
+
+def test_bucket_moves_only_after_its_holder_released_it(redis_crawl):
+    client, crawl_id = redis_crawl
+    a = node(client, crawl_id, "a")
+    a.sync(Batch())
+    a.sync(Batch(stores=[(b, f"e{b}", b"r%d" % b, key(b)) for b in range(BUCKETS)]))
+    b = node(client, crawl_id, "b")
+    moved = sorted(b.registry.owned())
+    assert len(moved) == BUCKETS // 2
+    # a still holds them (its requests in flight may still commit): b must wait.
+    assert b.sync(Batch()).acquired == {}
+    seen_by_a = a.sync(Batch(dones=[(moved[0], f"e{moved[0]}")]))
+    assert seen_by_a.owned == frozenset(set(range(BUCKETS)) - set(moved))
+    a.sync(Batch(release=moved))
+    taken = b.sync(Batch()).acquired
+    assert sorted(taken) == moved
+    # The finished request is gone; the queued one, with the seen keys, moved over.
+    assert taken[moved[0]] == ([], [key(moved[0])])
+    assert taken[moved[1]] == ([(f"e{moved[1]}", b"r%d" % moved[1])], [key(moved[1])])
+    # From now on a's writes to those buckets are refused: they are b's.
+    late = a.sync(Batch(stores=[(moved[1], "x", b"x", key(99))], dones=[(moved[1], "e1")]))
+    assert late.refused == 2
+    assert pending(client, crawl_id, moved[1]) == {f"e{moved[1]}": b"r%d" % moved[1]}
+
+
+def test_reaped_node_cannot_commit_and_joins_again(redis_crawl):
+    client, crawl_id = redis_crawl
+    clock_a, clock_b = Clock(), Clock()
+    a = node(client, crawl_id, "a", clock_a, ttl=2.0)
+    a.sync(Batch())
+    a.sync(Batch(stores=[(0, "lease", b"in flight", key(1))]))
+    b = node(client, crawl_id, "b", clock_b, ttl=2.0)
+    b.sync(Batch())
+    # a is paused: no heartbeat; after its ttl it may not dispatch, and b reaps it.
+    clock_a.now += 1.5
+    assert not a.may_dispatch()
+    client.delete(f"twolevel:{crawl_id}:alive:a")  # its key expired
+    clock_b.now += 5
+    reaped = b.sync(Batch())
+    assert reaped.reaped == ["a"]
+    assert 0 in reaped.acquired  # b took a's buckets, lease included
+    assert reaped.acquired[0][0] == [("lease", b"in flight")]
+    # a wakes up and tries to commit the page it had in flight: refused, it joins again.
+    clock_a.now += 5
+    late = a.sync(Batch(stores=[(0, "child", b"c", key(2))], dones=[(0, "lease")]))
+    assert late.rejoined
+    assert pending(client, crawl_id, 0) == {"lease": b"in flight"}
+    assert a.registry.table.nodes == ["a", "b"]
+
+
+def test_commit_of_a_non_member_is_refused_whole(redis_crawl):
+    client, crawl_id = redis_crawl
+    a = node(client, crawl_id, "a")
+    a.sync(Batch())
+    client.srem(f"twolevel:{crawl_id}:members", "a")
+    reply = a._commit(args=[a.prefix, "a", 1, 0, 0, 0, 0, "e", b"r", key(1)])
+    assert reply[0] == -1
+    assert pending(client, crawl_id, 0) == {}
+
+
+def test_cross_urls_reach_the_owner_and_wait_in_its_inbox(redis_crawl):
+    client, crawl_id = redis_crawl
+    a = node(client, crawl_id, "a")
+    a.sync(Batch())
+    b = node(client, crawl_id, "b")
+    a.sync(Batch(release=sorted(b.registry.owned())))
+    b.sync(Batch())
+    bucket = min(b.registry.owned())
+    host = host_in(bucket)
+    sent = a.sync(Batch(routes=[(bucket, host, b"cross")]))
+    assert sent.routed == 1
+    received = b.sync(Batch()).received
+    assert [(e.host, e.data) for e in received] == [(host, b"cross")]
+    assert not b.crawl_idle()  # unacknowledged: still work in the crawl
+    b.sync(Batch(stores=[(bucket, "e", b"cross", key(5))], acks=[received[0].id]))
+    assert b.inbox is not None and b.inbox.pending() == 0
+    assert not b.crawl_idle()  # now queued in the bucket
+    b.sync(Batch(dones=[(bucket, "e")]))
+    assert b.crawl_idle()
+
+
+def test_route_to_a_node_that_left_is_sent_to_the_new_owner(redis_crawl):
+    client, crawl_id = redis_crawl
+    a = node(client, crawl_id, "a")
+    a.sync(Batch())
+    b = node(client, crawl_id, "b")
+    bucket = min(b.registry.owned())
+    a.registry.refresh()
+    assert a.registry.table.owner(bucket) == "b"
+    b.leave()  # a's table is stale now: it still says b
+    sent = a.sync(Batch(routes=[(bucket, host_in(bucket), b"late")]))
+    assert sent.routed == 1
+    assert a.inbox is not None and a.inbox.pending() == 1  # bounced to the live owner: a
+
+
+def test_status_reports_nodes_buckets_and_pending(redis_crawl):
+    client, crawl_id = redis_crawl
+    a = node(client, crawl_id, "a")
+    a.sync(Batch())
+    a.sync(Batch(stores=[(0, "e1", b"r", key(1)), (1, "e2", b"r", key(2))]))
+    report = status(client, crawl_id)
+    assert report["buckets"] == BUCKETS
+    assert report["pending"] == 2
+    assert report["nodes"]["a"]["alive"] is True
+    assert report["nodes"]["a"]["buckets_owned"] == BUCKETS
+    assert report["nodes"]["a"]["pending"] == 2
+    assert clear_crawl(client, crawl_id) > 0
+    assert status(client, crawl_id)["nodes"] == {}
+
+
+def test_last_node_of_a_finished_crawl_clears_it_an_unfinished_one_keeps_it(redis_crawl):
+    client, crawl_id = redis_crawl
+    a = node(client, crawl_id, "a")
+    a.sync(Batch())
+    a.sync(Batch(stores=[(0, "e1", b"r", key(1))]))
+    assert a.leave(finished=True) is False  # still a request pending: kept for a resume
+    assert pending(client, crawl_id, 0) == {"e1": b"r"}
+    a = node(client, crawl_id, "a")
+    a.sync(Batch())
+    a.sync(Batch(dones=[(0, "e1")]))
+    assert a.leave(finished=True) is True
+    assert not list(client.scan_iter(f"twolevel:{crawl_id}:*"))
+
+
+def test_damaged_seen_log_is_an_error_not_a_silent_loss(redis_crawl):
+    client, crawl_id = redis_crawl
+    client.set(f"twolevel:{crawl_id}:seen:0", b"not 16 bytes")
+    a = Node(client, crawl_id, "a", buckets=BUCKETS, ttl=10.0)
+    a.join()
+    with pytest.raises(ValueError, match="damaged"):
+        a.sync(Batch())
