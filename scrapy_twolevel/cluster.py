@@ -37,6 +37,20 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
+#: Stats set at close even when zero (``twolevel/redis/<name>``).
+ALWAYS_REPORTED = (
+    "round_trips",
+    "stored",
+    "routed_out",
+    "routed_in",
+    "buckets_taken",
+    "buckets_given",
+    "loaded",
+    "refused",
+    "reaped",
+    "rejoined",
+)
+
 #: Longest wait between retries while Redis cannot be reached.
 MAX_RETRY_DELAY = 5.0
 
@@ -113,6 +127,8 @@ class Cluster:
         self._pool: Any = None
         self._closed = False
         self.counts: Counter[str] = Counter()
+        #: CPU seconds spent in the Redis thread.
+        self.sync_cpu = 0.0
 
     # -- life cycle ------------------------------------------------------------------------
 
@@ -137,7 +153,7 @@ class Cluster:
             extra={"spider": self.scheduler.spider},
         )
 
-    def close(self, reason: str) -> Any:
+    def close(self) -> Any:
         """Commit what is finished, release the buckets, leave; returns a Deferred."""
         from twisted.internet import defer, reactor, threads
 
@@ -152,9 +168,7 @@ class Cluster:
                 yield _later(reactor, 0.01)
             batch = self._take_batch(final=True)
             try:
-                yield threads.deferToThreadPool(
-                    reactor, self._pool, self._leave, batch, reason == "finished"
-                )
+                yield threads.deferToThreadPool(reactor, self._pool, self._leave, batch)
             except Exception as exc:
                 logger.error(
                     "Could not leave crawl %(crawl)s cleanly (%(error)s): the other nodes will "
@@ -169,13 +183,12 @@ class Cluster:
 
         return finish()
 
-    def _leave(self, batch: Batch, finished: bool) -> None:
+    def _leave(self, batch: Batch) -> None:
         result = self.node.flush(batch)
         self.counts["stored"] += result.stored
         self.counts["routed_out"] += result.routed
         self.counts["round_trips"] += result.round_trips
-        if self.node.leave(finished=finished):
-            self.counts["cleared"] = 1
+        self.node.leave()
 
     # -- the scheduler's calls ---------------------------------------------------------------
 
@@ -313,6 +326,7 @@ class Cluster:
         """Apply a tick's result to the local frontier (reactor thread)."""
         counts = self.counts
         counts["round_trips"] += result.round_trips
+        self.sync_cpu += result.cpu
         counts["stored"] += result.stored
         counts["routed_out"] += result.routed
         counts["refused"] += result.refused
@@ -326,6 +340,8 @@ class Cluster:
                 extra={"spider": self.scheduler.spider},
             )
         if result.rejoined:
+            counts["leases_dropped"] += result.dropped_leases
+            counts["stores_dropped"] += result.dropped_stores
             self._forget_everything()
         self._owned = result.owned
         for bucket in [b for b in self._held if b not in result.owned]:
@@ -381,6 +397,7 @@ class Cluster:
             {"leases": len(self._leases)},
             extra={"spider": self.scheduler.spider},
         )
+        self.scheduler.df.forget()  # type: ignore[attr-defined]
         self._held.clear()
         self._draining.clear()
         self._leases.clear()
@@ -472,6 +489,9 @@ class Cluster:
         stats.set_value("twolevel/redis/node", self.node_id)
         stats.set_value("twolevel/redis/crawl_id", self.crawl_id)
         stats.set_value("twolevel/redis/buckets_owned", len(self._owned))
+        stats.set_value("twolevel/redis/sync_cpu_seconds", round(self.sync_cpu, 3))
+        for name in ALWAYS_REPORTED:
+            stats.set_value(f"twolevel/redis/{name}", self.counts[name])
         for name, value in sorted(self.counts.items()):
             if not name.endswith("_staged"):
                 stats.set_value(f"twolevel/redis/{name}", value)

@@ -126,7 +126,8 @@ class SeenCacheDupeFilter(BaseDupeFilter):
                 None,
                 error_rate=self.config.error_rate,
                 initial_capacity=self.config.initial_capacity,
-                bloom=self._load_bloom() or ScalableBloom(
+                bloom=self._load_bloom()
+                or ScalableBloom(
                     self.config.error_rate, self.config.initial_capacity, filter_factory=factory
                 ),
             )
@@ -177,6 +178,12 @@ class SeenCacheDupeFilter(BaseDupeFilter):
         """:meth:`request_seen` for a key from :meth:`request_key`."""
         assert self.seen is not None, "open() was not called"
         return self.seen.test_and_add(key)
+
+    def forget(self) -> None:
+        """Start again with no key: a reaped node holds no bucket any more, and keys it
+        recorded without committing them must not filter those URLs when they come back."""
+        self.close("forget")
+        self.open()
 
     def add_keys(self, keys: Iterable[bytes]) -> None:
         """Record keys seen by another node (a bucket handed over), uncounted."""

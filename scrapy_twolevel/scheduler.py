@@ -154,10 +154,11 @@ def check_cluster(crawler: Crawler, config: TwoLevelConfig, recrawl: RecrawlConf
             'DUPEFILTER_CLASS = "scrapy_twolevel.dupefilter.SeenCacheDupeFilter" (the add-on '
             "sets it)."
         )
-    if SeenConfig.from_settings(crawler.settings).mode != "exact":
+    seen = SeenConfig.from_settings(crawler.settings)
+    if seen.mode != "exact" or seen.path is not None:
         raise SettingsError(
-            "TWOLEVEL_REDIS_URL needs TWOLEVEL_SEEN_MODE='exact': a bucket's seen keys are "
-            "handed over to its next node."
+            "TWOLEVEL_REDIS_URL needs TWOLEVEL_SEEN_MODE='exact' and no TWOLEVEL_SEEN_PATH: "
+            "each bucket's seen keys live in Redis and move with the bucket."
         )
     if config.host_key == "ip":
         raise SettingsError(
@@ -431,7 +432,7 @@ class TwoLevelScheduler(BaseScheduler):
 
     def close(self, reason: str) -> Any:
         # First: its last commit needs the frontier's and the engine's view of the leases.
-        leaving = self.cluster.close(reason) if self.cluster is not None else None
+        leaving = self.cluster.close() if self.cluster is not None else None
         if self._connected:
             self.crawler.signals.disconnect(self._request_left, signals.request_left_downloader)
             self.crawler.signals.disconnect(self._host_measured, host_measured)

@@ -154,9 +154,33 @@ def test_three_nodes_fetch_every_page_exactly_once(tmp_path, web_server, redis_c
     assert sum(s["twolevel/redis/routed_out"] for s in stats) > 0  # cross URLs went through
     assert sum(s["twolevel/redis/routed_in"] for s in stats) > 0
     assert all(s["twolevel/redis/buckets_taken"] > 0 for s in stats)
-    # The last node out of a finished crawl deletes its keys: a new crawl starts afresh.
-    assert sum(s.get("twolevel/redis/cleared", 0) for s in stats) == 1
+
+    # The crawl stays in Redis: a node started afterwards fetches nothing twice...
+    again = Node(tmp_path, "again", server, redis_url, crawl_id).finished()
+    assert responses(again) == 0
+    assert fetched(server) == {page: 1 for page in web.reachable()}
+    # ...until `scrapy twolevel reset` clears it; `status` shows it before and after.
+    setting = f"TWOLEVEL_REDIS_URL={redis_url}"
+    before = twolevel_command("status", crawl_id, setting, "--json")
+    assert json.loads(before)["seen_keys"] == len(web.reachable())
+    assert json.loads(before)["pending"] == 0
+    assert json.loads(before)["nodes"] == {}  # all left
+    assert "deleted" in twolevel_command("reset", crawl_id, setting)
     assert not list(client.scan_iter(f"twolevel:{crawl_id}:*"))
+    assert "no nodes" in twolevel_command("status", crawl_id, setting)
+
+
+def twolevel_command(action, crawl_id, setting, *args):
+    scrapy = Path(sys.executable).with_name("scrapy")
+    proc = subprocess.run(
+        [str(scrapy), "twolevel", action, "--crawl-id", crawl_id, *args, "-s", setting],
+        cwd=PROJECT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return proc.stdout
 
 
 def test_node_started_mid_crawl_takes_a_share(tmp_path, web_server, redis_crawl, redis_url):

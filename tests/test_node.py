@@ -104,6 +104,33 @@ def test_reaped_node_cannot_commit_and_joins_again(redis_crawl):
     assert a.registry.table.nodes == ["a", "b"]
 
 
+def test_reaped_node_rejoining_first_does_not_block_the_new_owner(redis_crawl):
+    client, crawl_id = redis_crawl
+    clock_a, clock_b = Clock(), Clock()
+    a = node(client, crawl_id, "a", clock_a, ttl=2.0)
+    a.sync(Batch())
+    b = node(client, crawl_id, "b", clock_b, ttl=2.0)
+    client.delete(f"twolevel:{crawl_id}:alive:a")
+    b.registry.reap()  # reaped, but b has not taken a's buckets yet...
+    clock_a.now += 5
+    assert a.sync(Batch()).rejoined  # ...when a is back, a member again
+    taken = b.sync(Batch()).acquired
+    assert len(b.registry.owned()) == BUCKETS // 2  # a took half back when it rejoined
+    assert set(taken) == set(b.registry.owned())  # not blocked by a's old holds
+
+
+def test_node_restarted_under_its_id_resumes_its_leases(redis_crawl):
+    client, crawl_id = redis_crawl
+    a = node(client, crawl_id, "a")
+    a.sync(Batch())
+    a.sync(Batch(stores=[(0, "lease", b"in flight", key(1))]))
+    # Killed and restarted at once (before anyone reaped it), under the same id.
+    again = node(client, crawl_id, "a")
+    taken = again.sync(Batch()).acquired
+    assert set(taken) == set(range(BUCKETS))
+    assert taken[0] == ([("lease", b"in flight")], [key(1)])
+
+
 def test_commit_of_a_non_member_is_refused_whole(redis_crawl):
     client, crawl_id = redis_crawl
     a = node(client, crawl_id, "a")
@@ -164,18 +191,34 @@ def test_status_reports_nodes_buckets_and_pending(redis_crawl):
     assert status(client, crawl_id)["nodes"] == {}
 
 
-def test_last_node_of_a_finished_crawl_clears_it_an_unfinished_one_keeps_it(redis_crawl):
+def test_last_node_keeps_the_crawl_and_a_later_node_resumes_it(redis_crawl):
     client, crawl_id = redis_crawl
     a = node(client, crawl_id, "a")
     a.sync(Batch())
     a.sync(Batch(stores=[(0, "e1", b"r", key(1))]))
-    assert a.leave(finished=True) is False  # still a request pending: kept for a resume
-    assert pending(client, crawl_id, 0) == {"e1": b"r"}
+    a.leave()
+    assert client.get(f"twolevel:{crawl_id}:table") is None  # nobody owns anything
+    b = node(client, crawl_id, "b")
+    taken = b.sync(Batch()).acquired
+    assert taken[0] == ([("e1", b"r")], [key(1)])  # the pending request and its seen key
+    assert not b.crawl_idle()
+    b.sync(Batch(dones=[(0, "e1")]))
+    assert b.crawl_idle()
+
+
+def test_orphaned_inbox_is_rerouted_by_the_idle_check(redis_crawl):
+    client, crawl_id = redis_crawl
     a = node(client, crawl_id, "a")
     a.sync(Batch())
-    a.sync(Batch(dones=[(0, "e1")]))
-    assert a.leave(finished=True) is True
-    assert not list(client.scan_iter(f"twolevel:{crawl_id}:*"))
+    b = node(client, crawl_id, "b")
+    bucket = min(b.registry.owned())
+    a.sync(Batch(routes=[(bucket, host_in(bucket), b"for b")]))
+    # b vanishes from the crawl without its inbox being rerouted (its reaper died).
+    client.srem(f"twolevel:{crawl_id}:members", "b")
+    a.registry._change(lambda table: table.leave("b"))
+    assert not a.crawl_idle()  # an entry waits where nobody reads...
+    assert a.inbox is not None and a.inbox.pending() == 1  # ...so it was moved to a
+    assert [e.data for e in a.sync(Batch()).received] == [b"for b"]
 
 
 def test_damaged_seen_log_is_an_error_not_a_silent_loss(redis_crawl):

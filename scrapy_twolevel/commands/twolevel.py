@@ -75,7 +75,8 @@ def render(report: dict[str, Any]) -> str:
     """The status as a table."""
     lines = [
         f"crawl {report['crawl_id']}: epoch {report['epoch']}, {report['buckets']} buckets, "
-        f"{report['pending']} requests pending ({report['pending_unheld']} in unheld buckets)"
+        f"{report['pending']} requests pending ({report['pending_unheld']} in unheld buckets), "
+        f"{report['seen_keys']} URLs seen"
     ]
     if not report["nodes"]:
         lines.append("no nodes")

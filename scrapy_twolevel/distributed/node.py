@@ -59,11 +59,11 @@ local function holds(b)
   end
   return v
 end
-local stored, refused = 0, 0
+local stored, refused, added = 0, 0, 0
 for _ = 1, ns do
   local b = ARGV[i]
   if holds(b) then
-    redis.call('HSET', p .. 'q:' .. b, ARGV[i + 1], ARGV[i + 2])
+    added = added + redis.call('HSET', p .. 'q:' .. b, ARGV[i + 1], ARGV[i + 2])
     redis.call('APPEND', p .. 'seen:' .. b, ARGV[i + 3])
     stored = stored + 1
   else
@@ -95,29 +95,39 @@ for _ = 1, na do
 end
 for _ = 1, nd do
   if holds(ARGV[i]) then
-    redis.call('HDEL', p .. 'q:' .. ARGV[i], ARGV[i + 1])
+    added = added - redis.call('HDEL', p .. 'q:' .. ARGV[i], ARGV[i + 1])
   else
     refused = refused + 1
   end
   i = i + 2
 end
+if added ~= 0 then redis.call('INCRBY', p .. 'pending', added) end
 result[2], result[3] = stored, refused
 return result
 """
 
 #: ARGV: prefix, node, buckets. Takes each bucket that is free, already this node's, or
-#: held by a node that is no longer a member; returns those taken.
+#: held by a node that is no longer a member. Returns ``{taken, loaded}``: the buckets
+#: taken, and for those with content ``bucket, {id, request, ...}, packed seen keys``
+#: (most buckets are empty: only their number crosses the wire).
 ACQUIRE_SCRIPT = """
 local p, me = ARGV[1], ARGV[2]
-local taken = {}
+local taken, loaded = {}, {}
 for i = 3, #ARGV do
-  local h = redis.call('HGET', p .. 'holders', ARGV[i])
+  local b = ARGV[i]
+  local h = redis.call('HGET', p .. 'holders', b)
   if (not h) or h == me or redis.call('SISMEMBER', p .. 'members', h) == 0 then
-    redis.call('HSET', p .. 'holders', ARGV[i], me)
-    table.insert(taken, ARGV[i])
+    redis.call('HSET', p .. 'holders', b, me)
+    table.insert(taken, b)
+    local seen = redis.call('GET', p .. 'seen:' .. b)
+    if seen then
+      table.insert(loaded, b)
+      table.insert(loaded, redis.call('HGETALL', p .. 'q:' .. b))
+      table.insert(loaded, seen)
+    end
   end
 end
-return taken
+return {taken, loaded}
 """
 
 #: ARGV: prefix, node, buckets. Releases those this node holds; returns how many.
@@ -127,6 +137,21 @@ local n = 0
 for i = 3, #ARGV do
   if redis.call('HGET', p .. 'holders', ARGV[i]) == me then
     redis.call('HDEL', p .. 'holders', ARGV[i])
+    n = n + 1
+  end
+end
+return n
+"""
+
+#: ARGV: prefix, node. Releases every bucket held by this node (at a join: a node that
+#: was reaped, or restarted, holds nothing in memory); returns how many.
+RELEASE_ALL_SCRIPT = """
+local p, me = ARGV[1], ARGV[2]
+local all = redis.call('HGETALL', p .. 'holders')
+local n = 0
+for i = 1, #all, 2 do
+  if all[i + 1] == me then
+    redis.call('HDEL', p .. 'holders', all[i])
     n = n + 1
   end
 end
@@ -177,11 +202,16 @@ class SyncResult:
     refused: int = 0
     #: This node had been reaped; it has joined again with nothing held.
     rejoined: bool = False
+    #: Finished leases and new requests of the batch dropped then (late results).
+    dropped_leases: int = 0
+    dropped_stores: int = 0
     reaped: list[str] = field(default_factory=list)
     rerouted: int = 0
     #: Whether the whole crawl is out of work (only when asked).
     idle: bool | None = None
     round_trips: int = 0
+    #: CPU seconds the tick took in its thread (client-side cost of the Redis I/O).
+    cpu: float = 0.0
 
 
 class Node:
@@ -209,6 +239,7 @@ class Node:
         self._commit = redis.register_script(COMMIT_SCRIPT)
         self._acquire = redis.register_script(ACQUIRE_SCRIPT)
         self._release = redis.register_script(RELEASE_SCRIPT)
+        self._release_all = redis.register_script(RELEASE_ALL_SCRIPT)
         self._beat_at = float("-inf")
         self._reap_at = float("-inf")
         self.held: set[int] = set()
@@ -216,9 +247,14 @@ class Node:
     # -- membership --------------------------------------------------------------------
 
     def join(self) -> None:
-        """Enter the crawl (or re-enter it, after being reaped)."""
+        """Enter the crawl, or re-enter it after being reaped or restarted under the same
+        id. Holding nothing yet, it first frees every bucket still held in its name, so
+        their owners can take them (its own included: it loads them again, with the
+        requests it had in flight before, which are fetched again)."""
+        self._release_all(args=[self.prefix, self.node_id])
         self.registry.join()
         self.inbox = Inbox(self.redis, self.crawl_id, self.node_id)
+        self.redis.sadd(f"{self.prefix}inboxes", self.node_id)
         self._beat_at = self._clock()
         self.held = set()
 
@@ -228,26 +264,20 @@ class Node:
         last = self.registry.last_beat
         return last is not None and self._clock() - last < self.ttl / 2
 
-    def leave(self, *, finished: bool = False) -> bool:
+    def leave(self) -> None:
         """Leave gracefully: release what this node holds, hand its buckets and its inbox
         over. Requests it had handed out and not finished stay leased in their buckets,
         so their new holders fetch them again.
 
-        ``finished``: the crawl ran out of work. If this was the last node and nothing is
-        pending anywhere, the crawl's keys are deleted (so the next crawl of this id starts
-        afresh), and ``True`` is returned. An unfinished crawl keeps them, to be resumed.
+        The last node to leave keeps the crawl in Redis, finished or not: its seen keys
+        make a node started later fetch nothing twice, and an unfinished crawl resumes.
+        ``scrapy twolevel reset`` (:func:`clear_crawl`) starts a crawl id afresh.
         """
         self._call(self._release, list(self.held))
         self.held = set()
         self.registry.leave()
-        if self.registry.table.nodes:
-            if self.inbox is not None:
-                self.inbox.reroute(self.node_id, self._live_owner)
-            return False
-        if finished and not self.redis.scard(f"{self.prefix}members") and self.crawl_idle():
-            clear_crawl(self.redis, self.crawl_id)
-            return True
-        return False
+        if self.registry.table.nodes and self.inbox is not None:
+            self.inbox.reroute(self.node_id, self._live_owner)
 
     # -- the tick ----------------------------------------------------------------------
 
@@ -257,8 +287,11 @@ class Node:
         On any error the caller retries the batch later; the inbox is then read again from
         its first unacknowledged entry, so entries read by the failed tick are not lost.
         """
+        started = time.thread_time()
         try:
-            return self._sync(batch, receive)
+            result = self._sync(batch, receive)
+            result.cpu = time.thread_time() - started
+            return result
         except Exception:
             if self.inbox is not None:
                 self.inbox.redeliver()
@@ -313,7 +346,9 @@ class Node:
         the cross URLs are still worth sending (the rest is redone by the new holders)."""
         self.join()
         result.rejoined = True
-        result.round_trips += 6
+        result.dropped_leases += len(batch.dones)
+        result.dropped_stores += len(batch.stores)
+        result.round_trips += 7
         return Batch(routes=batch.routes)
 
     def flush(self, batch: Batch) -> SyncResult:
@@ -356,24 +391,21 @@ class Node:
             raise RuntimeError(f"{len(routes)} cross URLs found no live owner")
 
     def _take(self, buckets: list[int], result: SyncResult) -> None:
-        result.round_trips += 2
-        taken = [int(b) for b in self._call(self._acquire, buckets)]
-        if not taken:
-            return
-        pipe = self.redis.pipeline(transaction=False)
-        for bucket in taken:
-            pipe.hgetall(f"{self.prefix}q:{bucket}")
-            pipe.get(self.seen_log.key(bucket))
-        replies = pipe.execute()
-        for i, bucket in enumerate(taken):
-            entries = [
-                (k.decode() if isinstance(k, bytes) else k, v) for k, v in replies[2 * i].items()
-            ]
-            packed = replies[2 * i + 1] or b""
+        """Take the buckets that are free and load those with content, in one round trip
+        (a bucket has queued requests only once a seen key was recorded for it)."""
+        result.round_trips += 1
+        taken, loaded = self._call(self._acquire, buckets) or ([], [])
+        content: dict[int, tuple[list[tuple[str, bytes]], list[bytes]]] = {}
+        for i in range(0, len(loaded), 3):
+            bucket, flat, packed = int(loaded[i]), loaded[i + 1], loaded[i + 2]
             if len(packed) % KEY_SIZE:
                 raise ValueError(f"{self.seen_log.key(bucket)} is damaged ({len(packed)} bytes)")
+            entries = [(flat[j].decode(), flat[j + 1]) for j in range(0, len(flat), 2)]
             keys = [packed[j : j + KEY_SIZE] for j in range(0, len(packed), KEY_SIZE)]
-            result.acquired[bucket] = (entries, keys)
+            content[bucket] = (entries, keys)
+        for raw in taken:
+            bucket = int(raw)
+            result.acquired[bucket] = content.get(bucket, ([], []))
             self.held.add(bucket)
 
     def _call(self, script: Any, buckets: list[int]) -> Any:
@@ -387,23 +419,31 @@ class Node:
     # -- the whole crawl -----------------------------------------------------------------
 
     def crawl_idle(self) -> bool:
-        """No pending or leased request in any bucket and no entry in any inbox.
+        """No pending or leased request in any bucket and no entry in any inbox: two
+        round trips, whatever the crawl's size.
 
         Also reroutes the inbox of a node that is no longer a member (its reaper died
         before doing it), so nothing waits where nobody reads.
         """
-        for _ in self.redis.scan_iter(f"{self.prefix}q:*", count=1000):
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.get(f"{self.prefix}pending")
+        pipe.smembers(f"{self.prefix}inboxes")
+        pipe.smembers(f"{self.prefix}members")
+        raw_pending, raw_inboxes, raw_members = pipe.execute()
+        if int(raw_pending or 0) > 0:
             return False
-        members = {m.decode() for m in self.redis.smembers(f"{self.prefix}members")}
+        inboxes = sorted(m.decode() for m in raw_inboxes)
+        members = {m.decode() for m in raw_members}
+        pipe = self.redis.pipeline(transaction=False)
+        for node in inboxes:
+            pipe.xlen(f"{self.prefix}inbox:{node}")
         idle = True
-        for raw in self.redis.scan_iter(f"{self.prefix}inbox:*", count=1000):
-            stream = raw.decode()
-            node = stream[len(f"{self.prefix}inbox:") :]
+        for node, length in zip(inboxes, pipe.execute(), strict=True):
+            if not length:
+                continue
+            idle = False
             if node not in members and self.registry.table.nodes:
                 Inbox(self.redis, self.crawl_id, node).reroute(node, self._live_owner)
-                idle = False
-            elif self.redis.xlen(stream):
-                idle = False
         return idle
 
 
@@ -449,8 +489,12 @@ def status(redis: Any, crawl_id: str) -> dict[str, Any]:
             nodes[holder]["pending"] += size
         else:
             unheld += size
+    seen = sum(
+        int(redis.strlen(k)) // KEY_SIZE for k in redis.scan_iter(f"{prefix}seen:*", count=1000)
+    )
     return {
         "crawl_id": crawl_id,
+        "seen_keys": seen,
         "epoch": int(redis.get(f"{prefix}epoch") or 0),
         "buckets": table.size if table else None,
         "nodes": nodes,

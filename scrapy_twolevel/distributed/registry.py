@@ -71,7 +71,11 @@ class Registry:
 
     def join(self) -> list[Move]:
         """Enter the crawl: take a share of the buckets (all of them if first)."""
-        moves = self._change(lambda table: table.join(self.node_id), add=self.node_id)
+        # Already in the table: restarted before anyone reaped it; it keeps its buckets.
+        moves = self._change(
+            lambda table: [] if self.node_id in table.nodes else table.join(self.node_id),
+            add=self.node_id,
+        )
         self.heartbeat()
         return moves
 

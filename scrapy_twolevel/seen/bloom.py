@@ -201,8 +201,16 @@ class ScalableBloom:
         return sum(f.nbytes for f in self.filters)
 
     def to_bytes(self) -> bytes:
-        parts = [struct.pack("<8sdQdI", b"TLSCALE1", self.error_rate, self.initial_capacity,
-                             self.tightening, len(self.filters))]
+        parts = [
+            struct.pack(
+                "<8sdQdI",
+                b"TLSCALE1",
+                self.error_rate,
+                self.initial_capacity,
+                self.tightening,
+                len(self.filters),
+            )
+        ]
         for f in self.filters:
             blob = f.to_bytes()
             parts += [struct.pack("<Q", len(blob)), blob]

@@ -557,9 +557,7 @@ def _add_redirects(
     rng = random.Random(f"scrapy_twolevel.testing.web.redirects:{seed}")
     working = [h.index for h in hosts if h.failure is None]
     if len(working) < 2:
-        raise ValueError(
-            f"redirects need two working hosts (they cross hosts), got {len(working)}"
-        )
+        raise ValueError(f"redirects need two working hosts (they cross hosts), got {len(working)}")
     n_plain = len(pages)
     # Linked from pages a crawl reaches anyway, so every redirect is reached too.
     sources = sorted(WebSpec(hosts, tuple(pages), seeds).reachable()) or list(range(n_plain))
