@@ -56,7 +56,6 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(HERE))
 
 from reporting import environment, markdown, rst  # noqa: E402
-
 from scrapy_twolevel.testing.process import ServerProcess  # noqa: E402
 from scrapy_twolevel.testing.web import HostProfile, generate_web  # noqa: E402
 
@@ -95,8 +94,19 @@ class PrivateRedis:
 
         self.port = free_port()
         self.proc = subprocess.Popen(
-            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1"]
-            + ["--save", "", "--appendonly", "no", "--dir", str(workdir)],
+            [
+                "redis-server",
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--dir",
+                str(workdir),
+            ],
             stdout=subprocess.DEVNULL,
         )
         self.client = redis.Redis(port=self.port)
@@ -166,10 +176,23 @@ def start_node(
     for key, value in settings.items():
         cmd += ["-s", f"{key}={value if isinstance(value, str) else json.dumps(value)}"]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), str(PROJECT)])}
-    log = open(workdir / f"{name}.log", "wb")  # noqa: SIM115 - closed with the process
+    log = open(workdir / f"{name}.log", "wb")  # closed below: the child has its own copy
     proc = subprocess.Popen(cmd, cwd=PROJECT, stdout=subprocess.DEVNULL, stderr=log, env=env)
     log.close()
     return proc, fetch_log, stats_file
+
+
+def seen_set_bytes(variant: str, redis: PrivateRedis) -> int | None:
+    """Bytes Redis uses for the crawl's seen set at the end (``MEMORY USAGE``): twolevel's
+    packed per-bucket logs, or scrapy-redis's set of hex fingerprints."""
+    client = redis.client
+    if variant == "twolevel":
+        keys = list(client.scan_iter("twolevel:*:seen:*", count=1000))
+    elif variant == "scrapy-redis":
+        keys = list(client.scan_iter("*:dupefilter", count=1000))
+    else:
+        return None
+    return sum(int(client.memory_usage(k, samples=0) or 0) for k in keys)
 
 
 def wait_all(procs: list[subprocess.Popen[bytes]], timeout: float) -> tuple[list[int], float]:
@@ -256,6 +279,7 @@ def run_once(
     peak.stopping.set()
     peak.join()
     commands_after, _ = redis.info()
+    seen_bytes = seen_set_bytes(variant, redis)
     stats = server.stats()
     counts = stats.fetch_counts()
     reachable = web.reachable()
@@ -267,6 +291,8 @@ def run_once(
         elif code != -signal.SIGKILL:
             raise RuntimeError(f"{variant}: a node exited {code} without stats; see {workdir}")
     times = [read_fetch_log(fetch_log) for _, fetch_log, _ in launched]
+    every = [t for node_times in times for t in node_times]
+    span = max(every) - min(every) if len(every) > 1 else wall
     pages_per_node = [len(t) for t in times]
     surviving = [t for t, code in zip(times, codes, strict=True) if code != -signal.SIGKILL]
     round_trips = sum(s.get("twolevel/redis/round_trips", 0) for s in node_stats)
@@ -281,8 +307,16 @@ def run_once(
         "pages": len(counts),
         "reachable": len(reachable),
         "pages_per_s": len(counts) / wall,
+        "crawl_pages_per_s": fetches / span,
         "duplicates": fetches - len(counts),
         "lost": len(reachable - set(counts)),
+        "leases_at_kill": sum(
+            int(Path(f"{fetch_log}.leases").read_text())
+            for _, fetch_log, _ in launched
+            if Path(f"{fetch_log}.leases").exists()
+        )
+        if kill_after
+        else None,
         "politeness_violations": stats.overlapping_requests(),
         "max_in_flight_per_host": max(stats.max_concurrent_requests_per_host().values()),
         "redis_commands_per_page": commands / max(fetches, 1) if variant != "stock" else None,
@@ -290,6 +324,7 @@ def run_once(
         "redis_bytes_per_page": (
             (peak.peak - memory_before) / max(len(counts), 1) if variant != "stock" else None
         ),
+        "seen_bytes_per_url": seen_bytes / max(len(counts), 1) if seen_bytes else None,
         "cpu_s_per_1000_pages": 1000 * cpu / max(fetches, 1),
         "redis_thread_cpu_share": sync_cpu / cpu if variant == "twolevel" and cpu else None,
         "pages_per_node": pages_per_node,
@@ -298,7 +333,7 @@ def run_once(
 
 
 def make_web(quick: bool) -> Any:
-    hosts, pages = (12, 20) if quick else (48, 40)
+    hosts, pages = (12, 20) if quick else (64, 60)
     return generate_web(
         hosts,
         pages,
@@ -317,52 +352,61 @@ def median_run(runs: list[dict[str, Any]]) -> dict[str, Any]:
     chosen["pages_per_s_all"] = [r["pages_per_s"] for r in runs]
     chosen["duplicates_all"] = [r["duplicates"] for r in runs]
     chosen["lost_all"] = [r["lost"] for r in runs]
+    chosen["leases_at_kill_all"] = [r["leases_at_kill"] for r in runs]
     return chosen
 
 
 def table(rows: list[dict[str, Any]]) -> tuple[list[str], list[list[str]]]:
     def f(x: Any, digits: int = 1) -> str:
         if x is None:
-            return "–"
+            return "-"
         return f"{x:.{digits}f}" if isinstance(x, float) else str(x)
 
     head = [
         "variant",
         "nodes",
-        "pages/s",
+        "pages/s (wall)",
+        "pages/s (crawling)",
         "speed-up",
         "duplicates",
+        "in flight at kill",
         "lost",
         "politeness viol.",
         "max in flight/host",
         "Redis cmds/page",
         "round trips/page",
-        "Redis B/page",
+        "Redis peak B/page",
+        "seen set B/URL",
         "CPU s/1000 pages",
         "Redis thread CPU",
         "pages per node",
         "balance CV",
     ]
-    base = {r["variant"]: r["pages_per_s"] for r in rows if r["nodes"] == 1 and not r["killed"]}
+    base = {
+        r["variant"]: r["crawl_pages_per_s"] for r in rows if r["nodes"] == 1 and not r["killed"]
+    }
     body = []
     for r in rows:
-        speedup = r["pages_per_s"] / base[r["variant"]] if r["variant"] in base else None
+        speedup = r["crawl_pages_per_s"] / base[r["variant"]] if r["variant"] in base else None
         share = r["redis_thread_cpu_share"]
         body.append(
             [
                 r["variant"] + (" (1 killed)" if r["killed"] else ""),
                 str(r["nodes"]),
                 f(r["pages_per_s"]),
-                f(speedup, 2) if speedup and not r["killed"] else "–",
+                f(r["crawl_pages_per_s"]),
+                f(speedup, 2) if speedup and not r["killed"] else "-",
                 "/".join(str(d) for d in r["duplicates_all"]),
+                "/".join(str(d) for d in r["leases_at_kill_all"]) if r["killed"] else "-",
                 "/".join(str(d) for d in r["lost_all"]),
                 str(r["politeness_violations"]),
                 str(r["max_in_flight_per_host"]),
                 f(r["redis_commands_per_page"], 2),
                 f(r["round_trips_per_page"], 2),
                 f(r["redis_bytes_per_page"], 0),
+                f(r["seen_bytes_per_url"], 1),
                 f(r["cpu_s_per_1000_pages"], 2),
-                f"{100 * share:.1f}%" if share is not None else "–",
+                f"{100 * share:.1f}%" if share is not None else "-",
                 "/".join(str(p) for p in r["pages_per_node"]),
                 f(r["balance"]["cv"], 2),
             ]
@@ -379,7 +423,7 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
     fig, axes = plt.subplots(1, 2, figsize=(10, 4))
     for variant, color in (("twolevel", "#d62728"), ("scrapy-redis", "#7f7f7f")):
         pts = sorted(
-            (r["nodes"], r["pages_per_s"])
+            (r["nodes"], r["crawl_pages_per_s"])
             for r in rows
             if r["variant"] == variant and not r["killed"]
         )
@@ -393,9 +437,13 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
     stock = [r for r in rows if r["variant"] == "stock"]
     if stock:
         axes[0].axhline(
-            stock[0]["pages_per_s"], color="#9467bd", ls=":", label="stock Scrapy, 1 process"
+            stock[0]["crawl_pages_per_s"], color="#9467bd", ls=":", label="stock Scrapy, 1 process"
         )
-    axes[0].set(xlabel="nodes (processes on 2 cores)", ylabel="pages / s", title="Throughput")
+    axes[0].set(
+        xlabel="nodes (processes on 2 cores)",
+        ylabel="pages / s, first to last fetch",
+        title="Throughput",
+    )
     axes[1].set(
         xlabel="nodes", ylabel="requests overlapping at a host", title="Politeness violations"
     )

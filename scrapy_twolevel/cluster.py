@@ -121,6 +121,7 @@ class Cluster:
         self._crawl_idle = False
         self._idle_since: float | None = None
         self._syncing = False
+        self._sending: Batch | None = None  # the batch of the tick in flight
         self._timer: Any = None
         self._failing_since: float | None = None
         self._retry_delay = config.sync_interval
@@ -152,6 +153,13 @@ class Cluster:
             },
             extra={"spider": self.scheduler.spider},
         )
+
+    def abort(self) -> None:
+        """Release the connection after a failed :meth:`open` (the crawl refuses to start)."""
+        self._closed = True
+        if self._pool is not None:
+            self._pool.stop()
+        self.redis.close()
 
     def close(self) -> Any:
         """Commit what is finished, release the buckets, leave; returns a Deferred."""
@@ -249,6 +257,12 @@ class Cluster:
     def may_dispatch(self) -> bool:
         return self.node.may_dispatch()
 
+    def leases_outstanding(self) -> int:
+        """Requests handed out whose end is not yet committed to Redis: what a crash now
+        would have the other nodes fetch again."""
+        in_flight = len(self._sending.dones) if self._sending is not None else 0
+        return len(self._leases) + len(self._staged.dones) + in_flight
+
     def busy(self) -> bool:
         """Whether this node must stay open: work here, or anywhere in the crawl."""
         if self._leases or self._staged or self._parked or self._draining:
@@ -270,6 +284,7 @@ class Cluster:
             return
         batch = self._take_batch()
         self._syncing = True
+        self._sending = batch
         d = threads.deferToThreadPool(reactor, self._pool, self.node.sync, batch)
         d.addCallbacks(self._synced, self._sync_failed, errbackArgs=(batch,))
 
@@ -295,6 +310,7 @@ class Cluster:
 
     def _synced(self, result: SyncResult) -> None:
         self._syncing = False
+        self._sending = None
         if self._failing_since is not None:
             logger.warning(
                 "Redis at TWOLEVEL_REDIS_URL is reachable again; nothing was lost.",
@@ -308,6 +324,7 @@ class Cluster:
 
     def _sync_failed(self, failure: Any, batch: Batch) -> None:
         self._syncing = False
+        self._sending = None
         self._staged.prepend(batch)
         self.counts["sync_errors"] += 1
         if self._failing_since is None:

@@ -359,6 +359,9 @@ class TwoLevelScheduler(BaseScheduler):
             if self._store is not None:
                 self._store.close()
                 self._store = None
+            if self.cluster is not None:
+                self.cluster.abort()
+                self.cluster = None
             self.df.close("shutdown")
             raise
         if len(self.frontier):

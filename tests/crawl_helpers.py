@@ -98,15 +98,16 @@ class KillAfterResponses:
     test): nothing is flushed or closed, as after a crash.
     """
 
-    def __init__(self, count):
+    def __init__(self, count, crawler=None):
         self.count = count
+        self.crawler = crawler
         self.seen = 0
 
     @classmethod
     def from_crawler(cls, crawler):
         import scrapy.signals
 
-        ext = cls(crawler.settings.getint("KILL_AFTER_RESPONSES"))
+        ext = cls(crawler.settings.getint("KILL_AFTER_RESPONSES"), crawler)
         crawler.signals.connect(ext.response_received, signal=scrapy.signals.response_received)
         return ext
 
@@ -116,7 +117,17 @@ class KillAfterResponses:
 
         self.seen += 1
         if self.seen == self.count:
+            record_leases(self.crawler)
             os.kill(os.getpid(), signal.SIGKILL)
+
+
+def record_leases(crawler):
+    """Write to LEASES_FILE (if set) how many requests the distributed node has handed out
+    without committing their end: what the other nodes fetch again if it dies now."""
+    if crawler is None or not crawler.settings.get("LEASES_FILE"):
+        return
+    cluster = crawler.engine._slot.scheduler.cluster
+    Path(crawler.settings["LEASES_FILE"]).write_text(str(cluster.leases_outstanding()))
 
 
 class SignalAfterResponses:
@@ -124,9 +135,10 @@ class SignalAfterResponses:
     (SIGSTOP, SIGINT, ...) once, after that many responses: a pause or a graceful stop at a
     known point of the crawl, decided inside it."""
 
-    def __init__(self, count, signame):
+    def __init__(self, count, signame, crawler):
         self.count = count
         self.signame = signame
+        self.crawler = crawler
         self.seen = 0
 
     @classmethod
@@ -134,7 +146,7 @@ class SignalAfterResponses:
         import scrapy.signals
 
         count, signame = crawler.settings.getlist("SIGNAL_AFTER_RESPONSES")
-        ext = cls(int(count), signame)
+        ext = cls(int(count), signame, crawler)
         crawler.signals.connect(ext.response_received, signal=scrapy.signals.response_received)
         return ext
 
@@ -144,6 +156,7 @@ class SignalAfterResponses:
 
         self.seen += 1
         if self.seen == self.count:
+            record_leases(self.crawler)
             os.kill(os.getpid(), getattr(signal, self.signame))
 
 

@@ -195,9 +195,10 @@ def test_bloom_only_reports_false_positives_as_seen():
 def test_keys_prefix_digests_and_hash_anything_else():
     digest = hashlib.sha1(b"x").digest()
     assert key_function(True)(digest) == digest[:16]
-    assert key_function(False)(b"readable-fingerprint") == hashlib.blake2b(
-        b"readable-fingerprint", digest_size=16
-    ).digest()
+    assert (
+        key_function(False)(b"readable-fingerprint")
+        == hashlib.blake2b(b"readable-fingerprint", digest_size=16).digest()
+    )
 
 
 # -- SQLite seen store ----------------------------------------------------------------------

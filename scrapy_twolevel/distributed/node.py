@@ -112,20 +112,34 @@ return result
 #: (most buckets are empty: only their number crosses the wire).
 ACQUIRE_SCRIPT = """
 local p, me = ARGV[1], ARGV[2]
+local members = {}
+for _, m in ipairs(redis.call('SMEMBERS', p .. 'members')) do members[m] = true end
 local taken, loaded = {}, {}
-for i = 3, #ARGV do
-  local b = ARGV[i]
-  local h = redis.call('HGET', p .. 'holders', b)
-  if (not h) or h == me or redis.call('SISMEMBER', p .. 'members', h) == 0 then
-    redis.call('HSET', p .. 'holders', b, me)
-    table.insert(taken, b)
-    local seen = redis.call('GET', p .. 'seen:' .. b)
-    if seen then
-      table.insert(loaded, b)
-      table.insert(loaded, redis.call('HGETALL', p .. 'q:' .. b))
-      table.insert(loaded, seen)
+local CHUNK = 1000
+for first = 3, #ARGV, CHUNK do
+  local last = math.min(first + CHUNK - 1, #ARGV)
+  local buckets, keys = {}, {}
+  for i = first, last do
+    buckets[#buckets + 1] = ARGV[i]
+    keys[#keys + 1] = p .. 'seen:' .. ARGV[i]
+  end
+  local holders = redis.call('HMGET', p .. 'holders', unpack(buckets))
+  local seen = redis.call('MGET', unpack(keys))
+  local set = {}
+  for k, b in ipairs(buckets) do
+    local h = holders[k]
+    if (not h) or h == me or not members[h] then
+      set[#set + 1] = b
+      set[#set + 1] = me
+      taken[#taken + 1] = b
+      if seen[k] then
+        loaded[#loaded + 1] = b
+        loaded[#loaded + 1] = redis.call('HGETALL', p .. 'q:' .. b)
+        loaded[#loaded + 1] = seen[k]
+      end
     end
   end
+  if #set > 0 then redis.call('HSET', p .. 'holders', unpack(set)) end
 end
 return {taken, loaded}
 """
