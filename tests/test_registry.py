@@ -121,3 +121,15 @@ def test_a_damaged_table_in_redis_is_refused_not_unpickled(redis_crawl) -> None:
     client.set(f"twolevel:{crawl_id}:epoch", 1)
     with pytest.raises(ValueError, match="not a bucket table"):
         node(redis_crawl, "a").refresh()
+
+
+def test_a_node_is_alive_from_the_moment_it_is_a_member(redis_crawl):
+    """A join adds the member and its alive key in one transaction: a reaper running
+    right after cannot find it without a heartbeat."""
+    client, crawl_id = redis_crawl
+    a = Registry(client, crawl_id, "a", buckets=8, ttl=5.0)
+    a.join()
+    b = Registry(client, crawl_id, "b", buckets=8, ttl=5.0)
+    b._change(lambda table: table.join("b"), add="b")  # joined, no heartbeat yet
+    assert a.reap() == {}
+    assert client.pttl(f"twolevel:{crawl_id}:alive:b") > 0

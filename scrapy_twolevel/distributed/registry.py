@@ -189,6 +189,9 @@ class Registry:
                         pipe.set(table_key, table.to_json())
                     pipe.incr(epoch_key)
                     if add is not None:
+                        # Alive in the same transaction: a member without its key could be
+                        # reaped by another node before its first heartbeat.
+                        pipe.set(self.key(f"alive:{add}"), "1", px=int(self.ttl * 1000))
                         pipe.sadd(self.key("members"), add)
                     if remove is not None:
                         pipe.srem(self.key("members"), remove)
