@@ -14,11 +14,15 @@ MIDDLEWARE_ORDER = 950
 SEED_MIDDLEWARE_PATH = "scrapy_twolevel.seeds.SeedMiddleware"
 #: Near the spider: it tags what the callback yields before other middlewares filter it.
 SEED_MIDDLEWARE_ORDER = 950
+TOPIC_MIDDLEWARE_PATH = "scrapy_twolevel.topics.TopicMiddleware"
+#: Near the spider too: it sees the callback's output as the callback yields it.
+TOPIC_MIDDLEWARE_ORDER = 960
 
 
 class Addon:
-    """Sets ``SCHEDULER`` and ``DUPEFILTER_CLASS`` and adds the host metrics middleware
-    and the seed middleware (inert unless ``TWOLEVEL_RECRAWL`` is on).
+    """Sets ``SCHEDULER`` and ``DUPEFILTER_CLASS`` and adds the host metrics middleware,
+    the seed middleware (inert unless ``TWOLEVEL_RECRAWL`` is on) and the topic middleware
+    (inert unless ``TWOLEVEL_TOPICS`` is set).
 
     The same as the three manual lines in ``settings.py``. Scrapy calls add-ons after the
     project's, the spider's and the command line's settings are in, and both yield to them:
@@ -35,6 +39,7 @@ class Addon:
     def update_settings(self, settings: BaseSettings) -> None:
         from .middleware import HostMetricsMiddleware
         from .seeds import SeedMiddleware
+        from .topics import TopicMiddleware
 
         settings.set("SCHEDULER", SCHEDULER_PATH, priority="addon")
         settings.set("DUPEFILTER_CLASS", DUPEFILTER_PATH, priority="addon")
@@ -43,4 +48,7 @@ class Addon:
         )
         settings.setdefault_in_component_priority_dict(
             "SPIDER_MIDDLEWARES", SeedMiddleware, SEED_MIDDLEWARE_ORDER
+        )
+        settings.setdefault_in_component_priority_dict(
+            "SPIDER_MIDDLEWARES", TopicMiddleware, TOPIC_MIDDLEWARE_ORDER
         )

@@ -10,6 +10,7 @@ and would not catch a ``NotConfigured``.
 from __future__ import annotations
 
 import difflib
+import json
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -17,6 +18,7 @@ from typing import Any, Protocol
 
 from .frontier.estimates import CostParams
 from .frontier.failures import FailurePolicy
+from .frontier.topics import TopicSpec, parse_topics
 from .seen.cache import CACHE_POLICIES
 
 HOST_KEYS = ("hostname", "domain", "ip")
@@ -81,6 +83,8 @@ DEFAULTS: dict[str, Any] = {
     "TWOLEVEL_NODE_TTL": 10.0,
     "TWOLEVEL_SYNC_INTERVAL": 0.1,
     "TWOLEVEL_WAIT_FOR_WORK": 0.0,
+    # topics (None: one topic; see docs/topics.rst)
+    "TWOLEVEL_TOPICS": None,
 }
 
 #: Days at the end of the training window that validate the model (``FitParams.tail_days``).
@@ -505,3 +509,24 @@ class ClusterConfig:
                 settings, "TWOLEVEL_WAIT_FOR_WORK", "seconds >= 0", lambda v: v >= 0
             ),
         )
+
+
+def topic_specs(settings: _Settings, spidercls: Any = None) -> list[TopicSpec] | None:
+    """``TWOLEVEL_TOPICS`` (else the spider's ``twolevel_topics`` attribute) parsed, or
+    ``None`` when neither declares topics."""
+    raw = _get(settings, "TWOLEVEL_TOPICS")
+    source = "TWOLEVEL_TOPICS"
+    if raw is None and spidercls is not None:
+        raw = getattr(spidercls, "twolevel_topics", None)
+        source = f"{getattr(spidercls, '__name__', 'spider')}.twolevel_topics"
+    if raw is None:
+        return None
+    if isinstance(raw, str):
+        try:
+            raw = json.loads(raw)  # -s TWOLEVEL_TOPICS='{"news": {"priority": 0}}'
+        except ValueError as exc:
+            raise SettingsError(f"{source}={raw!r} is not valid JSON ({exc})") from exc
+    try:
+        return parse_topics(raw)
+    except ValueError as exc:
+        raise SettingsError(f"{source} is not valid: {exc}") from exc

@@ -60,7 +60,13 @@ from ._engine import (
     requests_in_progress,
     wake_engine,
 )
-from .addon import MIDDLEWARE_PATH, SEED_MIDDLEWARE_ORDER, SEED_MIDDLEWARE_PATH
+from .addon import (
+    MIDDLEWARE_PATH,
+    SEED_MIDDLEWARE_ORDER,
+    SEED_MIDDLEWARE_PATH,
+    TOPIC_MIDDLEWARE_ORDER,
+    TOPIC_MIDDLEWARE_PATH,
+)
 from .cluster import Cluster
 from .config import (
     ClusterConfig,
@@ -68,6 +74,7 @@ from .config import (
     SeenConfig,
     SettingsError,
     TwoLevelConfig,
+    topic_specs,
     unknown_settings,
 )
 from .frontier import (
@@ -78,11 +85,13 @@ from .frontier import (
     TwoLevelFrontier,
     memory_queue,
 )
+from .frontier.topics import SEP, TopicFrontier, TopicSelector, TopicSpec, topic_lane
 from .request_codec import decode_request, encode_request
 from .request_keys import make_quality, make_request_host, mark_lane
 from .seeds import SeedMiddleware, SeedPlanner, close_seed_planner, make_clock, open_seed_planner
-from .signals import host_failed, host_measured
+from .signals import host_failed, host_measured, page_relevant
 from .storage.sqlite import Leased, ShapeMismatch, SqliteStore, StateError
+from .topics import TopicMiddleware, TopicTracker
 
 if TYPE_CHECKING:
     from typing import Self
@@ -139,7 +148,20 @@ def resolve_settings(crawler: Crawler) -> tuple[TwoLevelConfig, Policy, Callable
                 f'    SPIDER_MIDDLEWARES = {{"{SEED_MIDDLEWARE_PATH}": {SEED_MIDDLEWARE_ORDER}}}\n'
                 'or use ADDONS = {"scrapy_twolevel.Addon": 0}.'
             )
+    topics = topic_specs(crawler.settings, getattr(crawler, "spidercls", None))
+    if topics is not None and not _component_enabled(
+        crawler, "SPIDER_MIDDLEWARES", TopicMiddleware
+    ):
+        raise SettingsError(
+            "TWOLEVEL_TOPICS needs the topic middleware. Add to settings.py:\n"
+            f'    SPIDER_MIDDLEWARES = {{"{TOPIC_MIDDLEWARE_PATH}": {TOPIC_MIDDLEWARE_ORDER}}}\n'
+            'or use ADDONS = {"scrapy_twolevel.Addon": 0}.'
+        )
     check_cluster(crawler, config, recrawl)
+    if topics is not None and ClusterConfig.from_settings(crawler.settings).enabled:
+        raise SettingsError(
+            "TWOLEVEL_TOPICS is not supported with TWOLEVEL_REDIS_URL yet. Unset one of them."
+        )
     return config, policy, make_quality(config.quality)
 
 
@@ -257,11 +279,12 @@ class TwoLevelScheduler(BaseScheduler):
         logunser: bool = False,
         outcomes_reported: bool = False,
         cluster: ClusterConfig | None = None,
+        topics: list[TopicSpec] | None = None,
     ) -> None:
         """``outcomes_reported``: the host metrics middleware is enabled and reports every
         request's outcome (see the module docstring). ``cluster``: the distributed mode's
         settings (:mod:`scrapy_twolevel.cluster`); the frontier's state is then in Redis,
-        not in JOBDIR."""
+        not in JOBDIR. ``topics``: the declared topics (:mod:`scrapy_twolevel.topics`)."""
         self.df = dupefilter
         self.config = config
         self.policy = policy
@@ -292,6 +315,9 @@ class TwoLevelScheduler(BaseScheduler):
         self._cluster_config = cluster if cluster is not None and cluster.enabled else None
         #: The distributed mode's state (``TWOLEVEL_REDIS_URL``), see :mod:`.cluster`.
         self.cluster: Cluster | None = None
+        self._topic_specs = topics
+        #: Topics (``TWOLEVEL_TOPICS``), see :mod:`scrapy_twolevel.topics`.
+        self.topics: TopicTracker | None = None
         if self._cluster_config is not None and self.statedir is not None:
             logger.info(
                 "With TWOLEVEL_REDIS_URL the frontier and the seen keys live in Redis; "
@@ -331,6 +357,7 @@ class TwoLevelScheduler(BaseScheduler):
             logunser=crawler.settings.getbool("SCHEDULER_DEBUG"),
             outcomes_reported=_metrics_middleware_enabled(crawler),
             cluster=ClusterConfig.from_settings(crawler.settings),
+            topics=topic_specs(crawler.settings, getattr(crawler, "spidercls", None)),
         )
 
     # -- Scrapy's scheduler interface ---------------------------------------------
@@ -373,6 +400,9 @@ class TwoLevelScheduler(BaseScheduler):
         self.crawler.signals.connect(self._request_left, signals.request_left_downloader)
         self.crawler.signals.connect(self._host_measured, host_measured)
         self.crawler.signals.connect(self._host_failed, host_failed)
+        if self.topics is not None:
+            self.crawler.signals.connect(self.topics.item_scraped, signals.item_scraped)
+            self.crawler.signals.connect(self.topics.page_relevant, page_relevant)
         self._connected = True
         self.stats.set_value("twolevel/policy", self.policy.name)
         if self._store is not None:
@@ -401,7 +431,7 @@ class TwoLevelScheduler(BaseScheduler):
                 extra={"spider": self.spider},
             )
 
-    def _open_frontier(self) -> TwoLevelFrontier:
+    def _open_frontier(self) -> TwoLevelFrontier | TopicFrontier:
         queue_factory = memory_queue
         estimates: dict[str, HostEstimate] = {}
         if self.statedir is not None:
@@ -409,7 +439,19 @@ class TwoLevelScheduler(BaseScheduler):
             estimates = read_hosts(self.statedir / "hosts.json")
             self._store = self._open_store(self.statedir / "frontier.sqlite3")
             queue_factory = self._store.queue
-        frontier = TwoLevelFrontier(
+        frontier: TwoLevelFrontier | TopicFrontier
+        if self._topic_specs is None:
+            frontier = self._new_frontier(queue_factory)
+        else:
+            frontier = self._open_topics(queue_factory)
+        for key, estimate in estimates.items():
+            frontier.set_estimate(key, estimate)
+        if self._store is not None:
+            frontier.restore((key for key, _ in self._store.stored_hosts()), self._store.max_seq())
+        return frontier
+
+    def _new_frontier(self, queue_factory: Any, **lock: Any) -> TwoLevelFrontier:
+        return TwoLevelFrontier(
             self.policy,
             self.config.cost,
             self.config.max_open_hosts,
@@ -417,12 +459,29 @@ class TwoLevelScheduler(BaseScheduler):
             queue_factory=queue_factory,
             on_give_up=self._host_given_up,
             on_dropped=self._dropped,
+            **lock,
         )
-        for key, estimate in estimates.items():
-            frontier.set_estimate(key, estimate)
-        if self._store is not None:
-            frontier.restore((key for key, _ in self._store.stored_hosts()), self._store.max_seq())
-        return frontier
+
+    def _open_topics(self, queue_factory: Any) -> TopicFrontier:
+        """One frontier per topic; their queues in the JOBDIR file are keyed by lane."""
+        assert self._topic_specs is not None
+        selector = TopicSelector(self._topic_specs)
+        self.topics = TopicTracker(selector, self.stats)
+        if self.statedir is not None:
+            self.topics.load(self.statedir / "topics.json")
+
+        def make(topic: str, lock: Any, sequence: Any) -> TwoLevelFrontier:
+            def factory(host: str, by_quality: bool) -> Any:
+                return queue_factory(topic_lane(topic, host), by_quality)
+
+            return self._new_frontier(
+                queue_factory if queue_factory is memory_queue else factory,
+                host_lock=lock,
+                lock_owner=topic,
+                sequence=sequence,
+            )
+
+        return TopicFrontier.build(selector, make)
 
     def _open_store(self, path: Path) -> SqliteStore:
         with _explained_mismatch(self.policy):
@@ -430,7 +489,7 @@ class TwoLevelScheduler(BaseScheduler):
                 path,
                 cache_mb=self.config.disk_cache_mb,
                 commit_interval=self.config.commit_interval,
-                shape=_store_shape(self.config, self.policy),
+                shape=_store_shape(self.config, self.policy, self._topic_specs),
             )
 
     def close(self, reason: str) -> Any:
@@ -440,6 +499,9 @@ class TwoLevelScheduler(BaseScheduler):
             self.crawler.signals.disconnect(self._request_left, signals.request_left_downloader)
             self.crawler.signals.disconnect(self._host_measured, host_measured)
             self.crawler.signals.disconnect(self._host_failed, host_failed)
+            if self.topics is not None:
+                self.crawler.signals.disconnect(self.topics.item_scraped, signals.item_scraped)
+                self.crawler.signals.disconnect(self.topics.page_relevant, page_relevant)
             self._connected = False
         for timer in (self._commit_timer, self._wake_timer):
             if timer is not None:
@@ -458,6 +520,10 @@ class TwoLevelScheduler(BaseScheduler):
             self._report_hosts()
             if self.statedir is not None:
                 self._write_hosts(self.statedir / "hosts.json")
+            if self.topics is not None:
+                self.topics.report()
+                if self.statedir is not None:
+                    self.topics.save(self.statedir / "topics.json")
             self.frontier.close()
         if self._store is not None:
             self._store.close()
@@ -484,6 +550,7 @@ class TwoLevelScheduler(BaseScheduler):
         # request as seen, losing the request would lose its URL for good.
         host = self._lane(request)
         quality = self._quality(request)
+        lane = host if self.topics is None else self.topics.lane(request, host)
         if self.cluster is not None:
             if not self.cluster.enqueue(request, host, quality):
                 return False
@@ -500,7 +567,7 @@ class TwoLevelScheduler(BaseScheduler):
         item: Any = request
         if self._store is not None:
             item = self._encode(request)
-        if not self._push(host, quality, item, request):
+        if not self._push(lane, quality, item, request):
             return False
         self._inc_stat(
             "scheduler/enqueued/disk" if isinstance(item, bytes) else "scheduler/enqueued/memory"
@@ -643,14 +710,14 @@ class TwoLevelScheduler(BaseScheduler):
             if item is request:
                 raise
             # The disk store failed (full disk, I/O error): keep the request in memory
-            # rather than lose it after the dupefilter recorded it.
+            # rather than lose it after the dupefilter recorded it. (``host`` is a lane.)
             self._count_once(
                 "store_error",
                 "The JOBDIR frontier could not store a request (%(request)s); it is kept "
                 "in memory and will be lost if the crawl stops before it is fetched.",
                 f"{type(exc).__name__}: {exc}",
             )
-            if host != PLAIN_LANE:
+            if host != PLAIN_LANE and not host.endswith(SEP):
                 self.frontier.host(host, queue_factory=memory_queue)
             accepted = self.frontier.push(host, quality, request)
         if not accepted:
@@ -824,8 +891,9 @@ def check_job_state(crawler: Crawler, config: TwoLevelConfig, policy: Policy) ->
         return
     statedir = Path(jobdir, "twolevel")
     read_hosts(statedir / "hosts.json")
+    topics = topic_specs(crawler.settings, getattr(crawler, "spidercls", None))
     with _explained_mismatch(policy):
-        SqliteStore.inspect(statedir / "frontier.sqlite3", _store_shape(config, policy))
+        SqliteStore.inspect(statedir / "frontier.sqlite3", _store_shape(config, policy, topics))
 
 
 def check_cluster_state(cluster: ClusterConfig, crawl_id: str | None) -> None:
@@ -859,10 +927,14 @@ def _spider_name(crawler: Crawler) -> str | None:
     return getattr(spidercls, "name", None)
 
 
-def _store_shape(config: TwoLevelConfig, policy: Policy) -> dict[str, str]:
-    """What shapes the JOBDIR frontier: resuming under another shape would mix lanes."""
+def _store_shape(
+    config: TwoLevelConfig, policy: Policy, topics: list[TopicSpec] | None = None
+) -> dict[str, str]:
+    """What shapes the JOBDIR frontier: resuming under another shape would mix lanes (or,
+    with other topics, leave a topic's queued requests in no frontier)."""
     order = "quality" if policy.orders_urls_by_quality else "fifo"
-    return {"TWOLEVEL_HOST_KEY": config.host_key, "url_order": order}
+    names = ",".join(sorted(t.name for t in topics)) if topics else ""
+    return {"TWOLEVEL_HOST_KEY": config.host_key, "url_order": order, "topics": names}
 
 
 @contextmanager
@@ -871,6 +943,13 @@ def _explained_mismatch(policy: Policy) -> Iterator[None]:
     try:
         yield
     except ShapeMismatch as exc:
+        if exc.key == "topics":
+            raise StateError(
+                f"{exc.path} was written with topics {exc.stored or '(none)'!r}, this crawl "
+                f"declares {exc.wanted or '(none)'!r} (TWOLEVEL_TOPICS): its queued requests "
+                "would belong to no topic. Resume with the same topics or use a fresh "
+                "JOBDIR; the file was left untouched."
+            ) from exc
         if exc.key == "url_order":
             raise StateError(
                 f"{exc.path} queues URLs in {exc.stored} order, but TWOLEVEL_POLICY="

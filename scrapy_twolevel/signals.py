@@ -30,3 +30,6 @@ seed_page_failed = object()
 #: ``article_fetched``: the response to a link found on a seed page (``request``,
 #: ``response``): its publish time goes into the history.
 article_fetched = object()
+#: Sent by :class:`~scrapy_twolevel.topics.TopicMiddleware` when a callback marked its page
+#: relevant (``response.meta["twolevel_relevant"]``); argument ``request``.
+page_relevant = object()

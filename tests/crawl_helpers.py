@@ -20,6 +20,15 @@ from scrapy_twolevel.testing.spider import CrawlResult
 HERE = Path(__file__).resolve().parent
 
 
+def free_port():
+    """A TCP port free on loopback now (for a crawl that must be resumed on the same URLs)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 def crawl_process(
     tmp_path, web, settings, *, port=0, interrupt_after=None, extra_seeds=(), timeout=120
 ):
@@ -207,3 +216,34 @@ class FetchLog:
         import time
 
         os.write(self.fd, f"{time.time():.6f} {response.url}\n".encode())
+
+
+class TagTopicByHost:
+    """Spider middleware: ``meta["twolevel_topic"]`` from the request's host
+    (TOPIC_OF_HOST: address -> topic), on start requests and on the callback's output."""
+
+    def __init__(self, topic_of_host):
+        self.topic_of_host = topic_of_host
+
+    @classmethod
+    def from_crawler(cls, crawler):
+        return cls(crawler.settings.getdict("TOPIC_OF_HOST"))
+
+    def _tag(self, item):
+        from urllib.parse import urlsplit
+
+        from scrapy import Request
+
+        if isinstance(item, Request) and "twolevel_topic" not in item.meta:
+            topic = self.topic_of_host.get(urlsplit(item.url).hostname)
+            if topic is not None:
+                item.meta["twolevel_topic"] = topic
+        return item
+
+    async def process_start(self, start):
+        async for item in start:
+            yield self._tag(item)
+
+    async def process_spider_output(self, response, result, spider=None):
+        async for item in result:
+            yield self._tag(item)

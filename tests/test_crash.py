@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import random
-import socket
 from collections import Counter
 
-from crawl_helpers import crawl, crawl_process
+from crawl_helpers import crawl, crawl_process, free_port
 
 from scrapy_twolevel.testing.web import HostProfile, generate_web
 
@@ -15,12 +14,6 @@ SAFE = {
     "DOWNLOADER_MIDDLEWARES": {"scrapy_twolevel.middleware.HostMetricsMiddleware": 950},
     "DUPEFILTER_CLASS": "scrapy_twolevel.dupefilter.SeenCacheDupeFilter",
 }
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def read_log(path):

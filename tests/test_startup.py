@@ -74,6 +74,10 @@ def last_line(text: str) -> str:
             ["-s", "TWOLEVEL_REDIS_URL=redis://127.0.0.1:6379/0", "-s", "TWOLEVEL_HOST_KEY=ip"],
             "SettingsError: TWOLEVEL_HOST_KEY='ip' cannot be used with TWOLEVEL_REDIS_URL",
         ),
+        (
+            ["-s", 'TWOLEVEL_TOPICS={"news": {"slice": 0}}'],
+            "SettingsError: TWOLEVEL_TOPICS is not valid: topic 'news': slice=0 is not valid",
+        ),
     ],
     ids=[
         "quality-import",
@@ -84,6 +88,7 @@ def last_line(text: str) -> str:
         "redis-unreachable",
         "redis-needs-seen-cache",
         "redis-ip-host-key",
+        "topics-invalid",
     ],
 )
 def test_settings_error_is_the_one_message(args, message):
@@ -127,3 +132,12 @@ def test_misspelled_setting_is_warned_with_the_closest_name():
     warnings = [line for line in proc.stderr.splitlines() if "TWOLEVEL_POLCY" in line]
     assert len(warnings) == 1
     assert "did you mean TWOLEVEL_POLICY?" in warnings[0]
+
+
+def test_topics_without_their_middleware_name_it():
+    proc = scrapy_crawl("-s", 'TWOLEVEL_TOPICS={"news": {}}')
+    assert proc.returncode != 0
+    tail = proc.stderr[-600:]
+    assert "TWOLEVEL_TOPICS needs the topic middleware" in tail
+    assert '"scrapy_twolevel.topics.TopicMiddleware": 960' in tail
+    assert not any(word in proc.stderr for word in CASCADE), proc.stderr[-3000:]

@@ -110,6 +110,22 @@ class SessionRecord:
     failed: bool = False
 
 
+class SeqCounter:
+    """A counter: 1, 2, 3, ..."""
+
+    __slots__ = ("value",)
+
+    def __init__(self) -> None:
+        self.value = 0
+
+    def next(self) -> int:
+        self.value += 1
+        return self.value
+
+    def at_least(self, value: int) -> None:
+        self.value = max(self.value, value)
+
+
 class TwoLevelFrontier:
     """Hosts ranked by a :class:`Policy`, each served in non-preemptive sessions."""
 
@@ -125,6 +141,9 @@ class TwoLevelFrontier:
         on_session_end: Callable[[SessionRecord], None] | None = None,
         on_give_up: Callable[[str, int], None] | None = None,
         on_dropped: Callable[[Any], None] | None = None,
+        host_lock: Any = None,
+        lock_owner: str = "",
+        sequence: SeqCounter | None = None,
     ) -> None:
         """``max_open_hosts=None`` opens as many hosts as have URLs (the downloader limits).
 
@@ -142,6 +161,9 @@ class TwoLevelFrontier:
         self.failure_policy = failures if failures is not None else FailurePolicy()
         self._on_give_up = on_give_up
         self._on_dropped = on_dropped
+        #: Shared with other frontiers (topics): a host open in one is not opened in another.
+        self._lock = host_lock
+        self._lock_owner = lock_owner
         self._queue_factory = queue_factory
         self._clock = clock
         self._on_session_end = on_session_end
@@ -163,7 +185,9 @@ class TwoLevelFrontier:
         self.hosts_given_up = 0
         self.dropped_host_failed = 0
         self._open = 0
-        self._seq = 0
+        #: Numbers items (and ranking entries) in order; shared by frontiers that share a
+        #: store keyed by it (topics), so their numbers never collide.
+        self._sequence = sequence if sequence is not None else SeqCounter()
         self._pending = 0
         self._plain: HostQueue = queue_factory(PLAIN_LANE, False)
         # One estimate shared by every host never measured (copied on its first
@@ -180,18 +204,16 @@ class TwoLevelFrontier:
         given up after failing: the item is dropped.
         """
         if host_key == PLAIN_LANE:
-            self._seq += 1
             self._pending += 1
-            self._plain.push(quality, self._seq, item)
+            self._plain.push(quality, self._sequence.next(), item)
             return True
         host = self._hosts.get(host_key) or self.host(host_key)
         if host.given_up:
             self.dropped_host_failed += 1
             return False
-        self._seq += 1
         self._pending += 1
         if (
-            host.queue.push(quality if self._by_quality else 0.0, self._seq, item)
+            host.queue.push(quality if self._by_quality else 0.0, self._sequence.next(), item)
             and not host.open
             and not host.retry_at
         ):
@@ -219,7 +241,10 @@ class TwoLevelFrontier:
                 self._dirty.clear()
             if not self._ranked:
                 return None
-            host = self._open_best()
+            opened = self._open_best()
+            if opened is None:
+                return None
+            host = opened
         else:
             return None
         host.busy = True
@@ -321,7 +346,7 @@ class TwoLevelFrontier:
 
         ``max_seq`` is the largest sequence number stored, so new items sort after old ones.
         """
-        self._seq = max(self._seq, max_seq)
+        self._sequence.at_least(max_seq)
         for key in host_keys:
             if key != PLAIN_LANE:
                 self._rank(self.host(key))
@@ -374,21 +399,35 @@ class TwoLevelFrontier:
             if host.rank_key == key:
                 return
             self._ranked -= 1
-        self._seq += 1
-        host.rank_token = self._seq
+        host.rank_token = self._sequence.next()
         host.rank_key = key
-        heapq.heappush(self._ranking, (key, self._seq, host.key))
+        heapq.heappush(self._ranking, (key, host.rank_token, host.key))
         self._ranked += 1
         if len(self._ranking) > 2 * self._ranked + 64:
             self._compact()
 
-    def _open_best(self) -> Host:
+    def _open_best(self) -> Host | None:
         ranking = self._ranking
+        lock = self._lock
+        locked: list[tuple[float, int, str]] = []
         while True:
-            _, token, key = heapq.heappop(ranking)
+            if not ranking:
+                for entry in locked:  # open elsewhere: ranked as they were, for later
+                    heapq.heappush(ranking, entry)
+                return None
+            entry = heapq.heappop(ranking)
+            _, token, key = entry
             host = self._hosts[key]
-            if host.rank_token == token:
-                break
+            if host.rank_token != token:
+                continue
+            if lock is not None and lock.locked(key, self._lock_owner):
+                locked.append(entry)
+                continue
+            break
+        for entry in locked:
+            heapq.heappush(ranking, entry)
+        if lock is not None:
+            lock.acquire(host.key, self._lock_owner)
         host.rank_token = -1
         self._ranked -= 1
         host.open = True
@@ -408,6 +447,8 @@ class TwoLevelFrontier:
     def _end_session(self, host: Host, *, failed: bool = False) -> None:
         host.open = False
         self._open -= 1
+        if self._lock is not None:
+            self._lock.release(host.key, self._lock_owner)
         self.sessions_ended += 1
         self.session_requests += host.session_served
         if self._on_session_end is not None:
@@ -451,8 +492,7 @@ class TwoLevelFrontier:
             return
         # max() keeps retry_at truthy even on a clock that starts at 0.
         host.retry_at = max(self._clock() + delay, 1e-9)
-        self._seq += 1
-        heapq.heappush(self._backoff, (host.retry_at, self._seq, host.key))
+        heapq.heappush(self._backoff, (host.retry_at, self._sequence.next(), host.key))
 
     def _give_up(self, host: Host) -> None:
         host.given_up = True

@@ -212,7 +212,8 @@ class SqliteStore:
             )
         )
         for key, wanted in shape.items():
-            if stored.get(key) != wanted:
+            # A key a file does not have holds "" (files written before the key existed).
+            if stored.get(key, "") != wanted:
                 raise ShapeMismatch(self.path, key, stored.get(key), wanted)
 
     def host_id(self, key: str) -> int:

@@ -1,0 +1,157 @@
+"""Topic selection on a virtual clock: round robin, slices, preemption, quotas, persistence,
+and the shared host lock of :class:`TopicFrontier` (pure data structures, no Scrapy)."""
+
+from __future__ import annotations
+
+import pytest
+
+from scrapy_twolevel.frontier import BreadthFirst, CostParams, TwoLevelFrontier
+from scrapy_twolevel.frontier.topics import (
+    DEFAULT_TOPIC,
+    TopicFrontier,
+    TopicSelector,
+    TopicSpec,
+    parse_topics,
+    split_lane,
+    topic_lane,
+)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def serve(selector: TopicSelector, ready: set[str], n: int) -> list[str]:
+    """Serve ``n`` requests; each goes to the first topic in order that is ``ready``."""
+    out = []
+    for _ in range(n):
+        topic = next(t for t in selector.order() if t in ready)
+        selector.served(topic)
+        out.append(topic)
+    return out
+
+
+def test_round_robin_slices_within_a_class():
+    selector = TopicSelector([TopicSpec("a", slice=3), TopicSpec("b", slice=2)], Clock())
+    assert serve(selector, {"a", "b"}, 10) == list("aaabbaaabb")
+    assert selector.state["a"].turns == 2 and selector.state["b"].turns == 2
+    assert selector.state["a"].pages == 6
+
+
+def test_a_topic_that_cannot_serve_is_skipped_and_the_next_is_charged():
+    selector = TopicSelector([TopicSpec("a", slice=3), TopicSpec("b", slice=2)], Clock())
+    assert serve(selector, {"b"}, 3) == list("bbb")  # a has nothing ready
+    assert selector.state["b"].turns == 1 and selector.state["b"].remaining == 1
+    assert selector.state["a"].remaining == 3  # not charged
+
+
+def test_higher_class_preempts_and_the_preempted_topic_resumes_its_slice():
+    selector = TopicSelector(
+        [TopicSpec("low", priority=2, slice=4), TopicSpec("high", priority=1, slice=2)], Clock()
+    )
+    assert serve(selector, {"low"}, 2) == ["low", "low"]
+    # High gets work: it is served first, at once, and the running low topic is preempted.
+    assert serve(selector, {"low", "high"}, 3) == ["high", "high", "high"]
+    assert selector.state["low"].preemptions == 1
+    # High has nothing left: low finishes the 2 requests left of its slice, then a new turn.
+    assert serve(selector, {"low"}, 3) == ["low"] * 3
+    assert selector.state["low"].turns == 1
+    assert selector.state["low"].remaining == 3
+
+
+def test_quota_met_shrinks_the_slice_until_the_period_ends():
+    clock = Clock()
+    selector = TopicSelector(
+        [TopicSpec("busy", slice=8, quota=2, period=10.0), TopicSpec("other", slice=8)], clock
+    )
+    selector.relevant("busy")
+    assert selector.state["busy"].slice_len == 8
+    selector.relevant("busy")  # quota met: a quarter of the slice
+    assert selector.state["busy"].slice_len == 2
+    assert serve(selector, {"busy", "other"}, 4) == ["busy", "busy", "other", "other"]
+    clock.now = 10.5  # a new period: the full slice again, and the count restarts
+    selector.served("busy")
+    assert selector.state["busy"].slice_len == 8
+    assert selector.state["busy"].relevant_in_period == 0
+    assert selector.state["busy"].quota_met == 1
+
+
+def test_state_round_trips_through_its_dict():
+    clock = Clock()
+    specs = [TopicSpec("a", slice=3, quota=1, period=100), TopicSpec("b", slice=5)]
+    selector = TopicSelector(specs, clock)
+    serve(selector, {"a", "b"}, 4)
+    selector.relevant("a")
+    clock.now = 30.0
+    saved = selector.to_dict()
+    restored = TopicSelector(specs, Clock())
+    restored.restore(saved)
+    assert list(restored.order()) == list(selector.order())
+    for name in ("a", "b"):
+        before, after = selector.state[name], restored.state[name]
+        assert (after.remaining, after.slice_len, after.pages, after.turns) == (
+            before.remaining,
+            before.slice_len,
+            before.pages,
+            before.turns,
+        )
+    assert restored.state["a"].period_start == -30.0  # 30 s into its period, on the new clock
+    with pytest.raises(ValueError, match="not a saved topic state"):
+        restored.restore({"topics": {"a": {}}})
+
+
+def test_parse_topics_defaults_and_errors():
+    specs = {s.name: s for s in parse_topics({"news": {"priority": 0, "slice": 4}, "ref": None})}
+    assert specs["news"] == TopicSpec("news", priority=0, slice=4)
+    assert specs["ref"] == TopicSpec("ref")
+    assert DEFAULT_TOPIC in specs  # requests without a topic go there
+    for raw, message in (
+        ({"x": {"slice": 0}}, "slice=0 is not valid"),
+        ({"x": {"prio": 1}}, "unknown field"),
+        ({"x": {"period": -1}}, "period=-1 is not valid"),
+        ({"x": {"quota": True}}, "quota=True is not valid"),
+        ([1], "must be a dict"),
+    ):
+        with pytest.raises(ValueError, match=message):
+            parse_topics(raw)
+
+
+def frontier_for(specs):
+    selector = TopicSelector(specs, Clock())
+    return TopicFrontier.build(
+        selector,
+        lambda name, lock, sequence: TwoLevelFrontier(
+            BreadthFirst(), CostParams(), None, host_lock=lock, lock_owner=name, sequence=sequence
+        ),
+    )
+
+
+def test_a_host_is_open_in_one_topic_at_a_time():
+    frontier = frontier_for([TopicSpec("a", slice=10), TopicSpec("b", slice=10)])
+    for topic in ("a", "b"):
+        for i in range(2):
+            assert frontier.push(topic_lane(topic, "shared.example"), 0.0, f"{topic}{i}")
+    lane, item = frontier.pop()
+    assert split_lane(lane) == ("a", "shared.example") and item == "a0"
+    # b's only host is open (busy) in a: b cannot serve, a's host is busy too.
+    assert frontier.pop() is None
+    frontier.done(lane)
+    assert frontier.pop()[1] == "a1"  # a's session goes on
+    frontier.done(lane)  # a's queue is empty: its session ends, the host is free
+    lane, item = frontier.pop()
+    assert split_lane(lane) == ("b", "shared.example") and item == "b0"
+    assert len(frontier) == 1
+
+
+def test_topic_frontier_serves_the_urgent_topic_first():
+    frontier = frontier_for([TopicSpec("bulk", priority=2), TopicSpec("urgent", priority=1)])
+    for i in range(3):
+        frontier.push(topic_lane("bulk", f"h{i}.example"), 0.0, f"bulk{i}")
+    assert frontier.pop()[1] == "bulk0"
+    frontier.push(topic_lane("urgent", "u.example"), 0.0, "urgent")
+    assert frontier.pop()[1] == "urgent"
+    assert frontier.selector.state["bulk"].preemptions == 1
