@@ -3,6 +3,8 @@ and the shared host lock of :class:`TopicFrontier` (pure data structures, no Scr
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from scrapy_twolevel.frontier import BreadthFirst, CostParams, TwoLevelFrontier
@@ -155,3 +157,27 @@ def test_topic_frontier_serves_the_urgent_topic_first():
     frontier.push(topic_lane("urgent", "u.example"), 0.0, "urgent")
     assert frontier.pop()[1] == "urgent"
     assert frontier.selector.state["bulk"].preemptions == 1
+
+
+def test_topics_come_from_the_setting_or_the_spider_attribute():
+    from scrapy.settings import Settings
+
+    from scrapy_twolevel.config import SettingsError, topic_specs
+
+    class Spider:
+        twolevel_topics = {"a": {"priority": 0}}
+
+    assert topic_specs(Settings(), None) is None
+    from_spider = topic_specs(Settings(), Spider)
+    assert [s.name for s in from_spider] == ["a", DEFAULT_TOPIC]
+    # The setting wins; on the command line it is JSON.
+    from_json = topic_specs(Settings({"TWOLEVEL_TOPICS": '{"b": {"slice": 2}}'}), Spider)
+    assert from_json[0] == TopicSpec("b", slice=2)
+    with pytest.raises(SettingsError, match=re.escape("TWOLEVEL_TOPICS='{b' is not valid JSON")):
+        topic_specs(Settings({"TWOLEVEL_TOPICS": "{b"}))
+    with pytest.raises(SettingsError, match=r"Bad\.twolevel_topics is not valid: topic 'x'"):
+
+        class Bad:
+            twolevel_topics = {"x": {"slice": -1}}
+
+        topic_specs(Settings(), Bad)
