@@ -791,6 +791,10 @@ class TwoLevelScheduler(BaseScheduler):
     def _commit_tick(self) -> None:
         self._commit_timer = None
         if self._store is not None and self._store.commit_if_due() is not None:
+            if self.topics is not None and self.statedir is not None:
+                # With each commit, so a killed crawl resumes its topics' turns and counts
+                # too (a few requests behind, which only shifts a slice).
+                self.topics.save(self.statedir / "topics.json")
             self._arm_commit()
 
     def _arm_wake(self, retry_at: float | None) -> None:

@@ -36,11 +36,13 @@ DOCS = Path(__file__).parents[1] / "docs" / "testweb.rst"
 SMALL_WEB = ["-s", "TWOLEVEL_TESTWEB_HOSTS=6", "-s", "TWOLEVEL_TESTWEB_PAGES_PER_HOST=8"]
 
 
-def scrapy_crawl(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+def scrapy_crawl(
+    *args: str, timeout: float = 120, spider: str = "testweb"
+) -> subprocess.CompletedProcess[str]:
     """``scrapy crawl testweb ARGS`` in the example project, as ``scripts/demo.sh`` runs it."""
     scrapy = Path(sys.executable).with_name("scrapy")
     return subprocess.run(
-        [str(scrapy), "crawl", "testweb", "-s", "LOG_LEVEL=WARNING", *args],
+        [str(scrapy), "crawl", spider, "-s", "LOG_LEVEL=WARNING", *args],
         cwd=PROJECT,
         capture_output=True,
         text=True,
@@ -66,6 +68,27 @@ def test_scrapy_crawl_in_example_project_ends_with_a_summary(tmp_path: Path) -> 
     assert (summary["pages_fetched"], summary["fetches"], summary["refetches"]) == (48, 48, 0)
     assert summary["runs"] == 1 and summary["jobdir"] is None
     assert f"connections:      {summary['connections_accepted']} (server)" in out
+
+
+def test_topics_demo_splits_the_crawl_into_its_three_topics(tmp_path: Path) -> None:
+    summary_file = tmp_path / "summary.json"
+    proc = scrapy_crawl(
+        *SMALL_WEB,
+        "-s",
+        f"TWOLEVEL_TESTWEB_SUMMARY_FILE={summary_file}",
+        "-s",
+        "LOG_LEVEL=INFO",
+        spider="topics",
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    summary = json.loads(summary_file.read_text())
+    assert (summary["pages_fetched"], summary["refetches"]) == (48, 0)
+    pages = {
+        topic: int(re.search(rf"'twolevel/topic/{topic}/pages': (\d+)", proc.stderr).group(1))
+        for topic in ("news", "daily", "reference", "default")
+    }
+    assert sum(pages.values()) == 48 and pages["default"] == 0
+    assert all(pages[t] > 0 for t in ("news", "daily", "reference")), pages
 
 
 def test_interrupted_demo_resumes_on_the_same_port_and_fetches_each_page_once(

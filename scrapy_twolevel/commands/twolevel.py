@@ -73,8 +73,9 @@ class Command(ScrapyCommand):
 
 def render(report: dict[str, Any]) -> str:
     """The status as a table."""
+    buckets = f"{report['buckets']} buckets" if report["buckets"] else "no bucket table"
     lines = [
-        f"crawl {report['crawl_id']}: epoch {report['epoch']}, {report['buckets']} buckets, "
+        f"crawl {report['crawl_id']}: epoch {report['epoch']}, {buckets}, "
         f"{report['pending']} requests pending ({report['pending_unheld']} in unheld buckets), "
         f"{report['seen_keys']} URLs seen"
     ]
