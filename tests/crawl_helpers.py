@@ -247,3 +247,19 @@ class TagTopicByHost:
     async def process_spider_output(self, response, result, spider=None):
         async for item in result:
             yield self._tag(item)
+
+
+class FlagHomePagesDropItems:
+    """Spider middleware (nearest the spider): drops the callback's items, and marks home
+    pages (path ``/``) relevant with ``response.meta["twolevel_relevant"]`` instead."""
+
+    async def process_spider_output(self, response, result, spider=None):
+        from urllib.parse import urlsplit
+
+        from scrapy import Request
+
+        if urlsplit(response.url).path == "/":
+            response.meta["twolevel_relevant"] = True
+        async for item in result:
+            if isinstance(item, Request):
+                yield item

@@ -126,3 +126,17 @@ def test_unknown_topic_is_counted_and_goes_to_default(tmp_path):
     assert stats["twolevel/topic_unknown"] >= 20  # every request of host 0
     assert stats["twolevel/topic/default/pages"] == 20
     assert proc.stderr.count("which TWOLEVEL_TOPICS does not declare") == 1
+
+
+def test_a_page_marked_relevant_by_its_callback_counts_without_items(tmp_path):
+    web = topic_web()
+    marked = settings()
+    marked["SPIDER_MIDDLEWARES"] = {
+        **marked["SPIDER_MIDDLEWARES"],
+        "crawl_helpers.FlagHomePagesDropItems": 990,  # nearest the spider
+    }
+    result = crawl(tmp_path, web, marked)
+    assert result.items == []  # nothing scraped: item_scraped never fired
+    stats = result.crawl_stats
+    for topic, hosts in SIZES.items():
+        assert stats[f"twolevel/topic/{topic}/relevant"] == hosts  # one home page per host
