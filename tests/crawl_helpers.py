@@ -131,12 +131,16 @@ class KillAfterResponses:
 
 
 def record_leases(crawler):
-    """Write to LEASES_FILE (if set) how many requests the distributed node has handed out
-    without committing their end: what the other nodes fetch again if it dies now."""
+    """Write to LEASES_FILE (if set), as JSON: ``leases``, how many requests the distributed
+    node has handed out without committing their end (what the other nodes fetch again if
+    it dies now), and ``downloading``, how many are inside its downloader (what it may
+    still send after a pause)."""
     if crawler is None or not crawler.settings.get("LEASES_FILE"):
         return
     cluster = crawler.engine._slot.scheduler.cluster
-    Path(crawler.settings["LEASES_FILE"]).write_text(str(cluster.leases_outstanding()))
+    downloading = len(requests_in_downloader(crawler) or ())
+    record = {"leases": cluster.leases_outstanding(), "downloading": downloading}
+    Path(crawler.settings["LEASES_FILE"]).write_text(json.dumps(record))
 
 
 class SignalAfterResponses:

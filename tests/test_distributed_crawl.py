@@ -29,7 +29,7 @@ BUCKETS = 16384
 CONCURRENCY = 4
 SYNC_INTERVAL = 0.05
 RESPONSE_DELAY = 0.1
-TTL = 2.0
+TTL = 4.0
 
 
 def slow_web(hosts=16, pages=30, seed=7):
@@ -260,7 +260,7 @@ def test_sigkill_mid_crawl_loses_nothing(tmp_path, web_server, redis_crawl, redi
     assert set(counts) == web.reachable()  # no page lost
     # Fetched again at most: what the victim had handed out without committing its end
     # (in flight, being parsed, or finished since its last commit), counted as it died.
-    outstanding = int((tmp_path / "victim.leases").read_text())
+    outstanding = json.loads((tmp_path / "victim.leases").read_text())["leases"]
     assert refetches(counts) <= outstanding
     assert server.stats().overlapping_requests() == 0
     assert sum(s["twolevel/redis/reaped"] for s in stats) == 1
@@ -293,9 +293,13 @@ def test_sigstop_past_ttl_loses_buckets_and_rejoins(tmp_path, web_server, redis_
     late = paused.finished()
 
     counts = fetched(server)
+    at_pause = json.loads((tmp_path / "paused.leases").read_text())
     assert set(counts) == web.reachable()
-    assert refetches(counts) <= int((tmp_path / "paused.leases").read_text())
-    assert server.stats().overlapping_requests() == 0
+    assert refetches(counts) <= at_pause["leases"]
+    # A frozen process finishes the sends it had started when it wakes up: a request
+    # already in its downloader at the pause may reach a host its new holder is fetching
+    # (docs/distributed.rst, "Guarantees and limits"). Nothing else may overlap.
+    assert server.stats().overlapping_requests() <= at_pause["downloading"]
     assert sum(s["twolevel/redis/reaped"] for s in stats) == 1
     # Woken up, it learnt it had been reaped: its requests in flight were dropped, not
     # committed (their pages belong to the new holders), and it joined again.
