@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import time
 from collections import Counter
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -497,8 +498,6 @@ class Cluster:
 
     @staticmethod
     def _now() -> float:
-        import time
-
         return time.monotonic()
 
     def _report(self) -> None:

@@ -100,23 +100,28 @@ class DropSomePaths:
             raise IgnoreRequest(f"dropped {request.url}")
 
 
-class KillAfterResponses:
-    """Extension: SIGKILL this crawl process after KILL_AFTER_RESPONSES responses.
+class SignalAfterResponses:
+    """Extension: send this crawl process SIGNAL_AFTER_RESPONSES = [count, signal name]
+    (SIGSTOP, SIGINT, ...) once, after that many responses: a pause or a graceful stop at a
+    known point of the crawl, decided inside it. With LEASES_FILE set, a distributed node
+    first records what it holds (:func:`record_leases`)."""
 
-    A kill -9 at a known point of the crawl, decided inside the crawl (no sleeping in the
-    test): nothing is flushed or closed, as after a crash.
-    """
-
-    def __init__(self, count, crawler=None):
+    def __init__(self, count, signame, crawler=None):
         self.count = count
+        self.signame = signame
         self.crawler = crawler
         self.seen = 0
+
+    @staticmethod
+    def read(settings):
+        count, signame = settings.getlist("SIGNAL_AFTER_RESPONSES")
+        return int(count), signame
 
     @classmethod
     def from_crawler(cls, crawler):
         import scrapy.signals
 
-        ext = cls(crawler.settings.getint("KILL_AFTER_RESPONSES"), crawler)
+        ext = cls(*cls.read(crawler.settings), crawler)
         crawler.signals.connect(ext.response_received, signal=scrapy.signals.response_received)
         return ext
 
@@ -127,7 +132,19 @@ class KillAfterResponses:
         self.seen += 1
         if self.seen == self.count:
             record_leases(self.crawler)
-            os.kill(os.getpid(), signal.SIGKILL)
+            os.kill(os.getpid(), getattr(signal, self.signame))
+
+
+class KillAfterResponses(SignalAfterResponses):
+    """Extension: SIGKILL this crawl process after KILL_AFTER_RESPONSES responses.
+
+    A kill -9 at a known point of the crawl, decided inside the crawl (no sleeping in the
+    test): nothing is flushed or closed, as after a crash.
+    """
+
+    @staticmethod
+    def read(settings):
+        return settings.getint("KILL_AFTER_RESPONSES"), "SIGKILL"
 
 
 def record_leases(crawler):
@@ -141,36 +158,6 @@ def record_leases(crawler):
     downloading = len(requests_in_downloader(crawler) or ())
     record = {"leases": cluster.leases_outstanding(), "downloading": downloading}
     Path(crawler.settings["LEASES_FILE"]).write_text(json.dumps(record))
-
-
-class SignalAfterResponses:
-    """Extension: send this crawl process SIGNAL_AFTER_RESPONSES = [count, signal name]
-    (SIGSTOP, SIGINT, ...) once, after that many responses: a pause or a graceful stop at a
-    known point of the crawl, decided inside it."""
-
-    def __init__(self, count, signame, crawler):
-        self.count = count
-        self.signame = signame
-        self.crawler = crawler
-        self.seen = 0
-
-    @classmethod
-    def from_crawler(cls, crawler):
-        import scrapy.signals
-
-        count, signame = crawler.settings.getlist("SIGNAL_AFTER_RESPONSES")
-        ext = cls(int(count), signame, crawler)
-        crawler.signals.connect(ext.response_received, signal=scrapy.signals.response_received)
-        return ext
-
-    def response_received(self, **kwargs):
-        import os
-        import signal
-
-        self.seen += 1
-        if self.seen == self.count:
-            record_leases(self.crawler)
-            os.kill(os.getpid(), getattr(signal, self.signame))
 
 
 class StatsFile:
