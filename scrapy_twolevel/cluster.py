@@ -25,7 +25,7 @@ import time
 from collections import Counter
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from ._engine import call_later, requests_in_progress, wake_engine
+from ._engine import call_later, wake_engine
 from .config import ClusterConfig, SettingsError
 from .distributed.buckets import bucket_of
 from .distributed.inbox import Entry
@@ -121,8 +121,9 @@ class Cluster:
         self._parked_ids: set[bytes] = set()
         self._crawl_idle = False
         self._idle_since: float | None = None
-        self._syncing = False
-        self._sending: Batch | None = None  # the batch of the tick in flight
+        #: The tick in flight (its Deferred) and the batch it sends.
+        self._ticking: Any = None
+        self._sending: Batch | None = None
         self._timer: Any = None
         self._failing_since: float | None = None
         self._retry_delay = config.sync_interval
@@ -173,8 +174,8 @@ class Cluster:
 
         @defer.inlineCallbacks
         def finish() -> Any:
-            while self._syncing:  # let the tick in flight end
-                yield _later(reactor, 0.01)
+            if self._ticking is not None:  # let the tick in flight end
+                yield self._ticking
             batch = self._take_batch(final=True)
             try:
                 yield threads.deferToThreadPool(reactor, self._pool, self._leave, batch)
@@ -203,21 +204,25 @@ class Cluster:
 
     def enqueue(self, request: Request, host: str, quality: float) -> bool:
         """Queue ``request`` here if its bucket is held, else route it to its owner."""
-        sched = self.scheduler
         bucket = bucket_of(host, self.config.buckets)
         if bucket not in self._held:
             data = self._encode(request)
             if data is None:
                 return False
             self._staged.routes.append((bucket, host, data))
-            self.counts["routed_out_staged"] += 1
             return True
-        df = sched.df
+        return self._admit(request, host, quality, bucket, self._encode(request))
+
+    def _admit(
+        self, request: Request, host: str, quality: float, bucket: int, data: bytes | None
+    ) -> bool:
+        """A new request of a held bucket: filtered if seen, else queued and stored."""
+        df = self.scheduler.df
         key = df.request_key(request)  # type: ignore[attr-defined]
         if not request.dont_filter and df.key_seen(key):  # type: ignore[attr-defined]
-            df.log(request, sched.spider)
+            df.log(request, self.scheduler.spider)
             return False
-        return self._queue_local(request, host, quality, bucket, key, self._encode(request))
+        return self._queue_local(request, host, quality, bucket, key, data)
 
     def _queue_local(
         self,
@@ -281,21 +286,16 @@ class Cluster:
         from twisted.internet import reactor, threads
 
         self._timer = None
-        if self._syncing or self._closed:
+        if self._ticking is not None or self._closed:
             return
         batch = self._take_batch()
-        self._syncing = True
         self._sending = batch
-        d = threads.deferToThreadPool(reactor, self._pool, self.node.sync, batch)
-        d.addCallbacks(self._synced, self._sync_failed, errbackArgs=(batch,))
+        self._ticking = threads.deferToThreadPool(reactor, self._pool, self.node.sync, batch)
+        self._ticking.addCallbacks(self._synced, self._sync_failed, errbackArgs=(batch,))
 
     def _take_batch(self, *, final: bool = False) -> Batch:
         batch, self._staged = self._staged, Batch()
-        active = requests_in_progress(self.scheduler.crawler)
-        if active is None:
-            active = self.scheduler._in_flight
-        finished = [r for r in self._leases if r not in active]
-        for request in finished:
+        for request in self.scheduler.finished_requests(self._leases):
             bucket, entry_id = self._leases.pop(request)
             self._leased_per_bucket[bucket] -= 1
             batch.dones.append((bucket, entry_id))
@@ -310,8 +310,7 @@ class Cluster:
         return batch
 
     def _synced(self, result: SyncResult) -> None:
-        self._syncing = False
-        self._sending = None
+        self._ticking = self._sending = None
         if self._failing_since is not None:
             logger.warning(
                 "Redis at TWOLEVEL_REDIS_URL is reachable again; nothing was lost.",
@@ -324,8 +323,7 @@ class Cluster:
         self._arm(self.config.sync_interval)
 
     def _sync_failed(self, failure: Any, batch: Batch) -> None:
-        self._syncing = False
-        self._sending = None
+        self._ticking = self._sending = None
         self._staged.prepend(batch)
         self.counts["sync_errors"] += 1
         if self._failing_since is None:
@@ -446,14 +444,9 @@ class Cluster:
             request = self._decode(entry.data)
             if request is None:
                 return False
-            df = self.scheduler.df
-            key = df.request_key(request)  # type: ignore[attr-defined]
-            if not request.dont_filter and df.key_seen(key):  # type: ignore[attr-defined]
-                df.log(request, self.scheduler.spider)
-                return False
-            host = self.scheduler._lane(request)
-            return self._queue_local(
-                request, host, self.scheduler._quality(request), bucket, key, entry.data
+            sched = self.scheduler
+            return self._admit(
+                request, sched._lane(request), sched._quality(request), bucket, entry.data
             )
         if bucket in self._owned:
             if entry.id not in self._parked_ids:  # read again after a failed tick
@@ -506,14 +499,5 @@ class Cluster:
         stats.set_value("twolevel/redis/crawl_id", self.crawl_id)
         stats.set_value("twolevel/redis/buckets_owned", len(self._owned))
         stats.set_value("twolevel/redis/sync_cpu_seconds", round(self.sync_cpu, 3))
-        for name in ALWAYS_REPORTED:
+        for name in sorted({*ALWAYS_REPORTED, *self.counts}):
             stats.set_value(f"twolevel/redis/{name}", self.counts[name])
-        for name, value in sorted(self.counts.items()):
-            if not name.endswith("_staged"):
-                stats.set_value(f"twolevel/redis/{name}", value)
-
-
-def _later(reactor: Any, delay: float) -> Any:
-    from twisted.internet import task
-
-    return task.deferLater(reactor, delay, lambda: None)

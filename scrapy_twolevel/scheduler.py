@@ -44,7 +44,7 @@ from __future__ import annotations
 import json
 import logging
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -157,15 +157,16 @@ def resolve_settings(crawler: Crawler) -> tuple[TwoLevelConfig, Policy, Callable
             f'    SPIDER_MIDDLEWARES = {{"{TOPIC_MIDDLEWARE_PATH}": {TOPIC_MIDDLEWARE_ORDER}}}\n'
             'or use ADDONS = {"scrapy_twolevel.Addon": 0}.'
         )
-    check_cluster(crawler, config, recrawl)
-    if topics is not None and ClusterConfig.from_settings(crawler.settings).enabled:
-        raise SettingsError(
-            "TWOLEVEL_TOPICS is not supported with TWOLEVEL_REDIS_URL yet. Unset one of them."
-        )
+    check_cluster(crawler, config, recrawl, topics)
     return config, policy, make_quality(config.quality)
 
 
-def check_cluster(crawler: Crawler, config: TwoLevelConfig, recrawl: RecrawlConfig) -> None:
+def check_cluster(
+    crawler: Crawler,
+    config: TwoLevelConfig,
+    recrawl: RecrawlConfig,
+    topics: list[TopicSpec] | None,
+) -> None:
     """The distributed mode's own rules (see :mod:`scrapy_twolevel.cluster`)."""
     cluster = ClusterConfig.from_settings(crawler.settings)
     if not cluster.enabled:
@@ -191,6 +192,10 @@ def check_cluster(crawler: Crawler, config: TwoLevelConfig, recrawl: RecrawlConf
         raise SettingsError(
             "TWOLEVEL_RECRAWL is not supported with TWOLEVEL_REDIS_URL yet: the recrawl "
             "history is kept by one node. Unset one of them."
+        )
+    if topics is not None:
+        raise SettingsError(
+            "TWOLEVEL_TOPICS is not supported with TWOLEVEL_REDIS_URL yet. Unset one of them."
         )
 
 
@@ -450,7 +455,7 @@ class TwoLevelScheduler(BaseScheduler):
             frontier.restore((key for key, _ in self._store.stored_hosts()), self._store.max_seq())
         return frontier
 
-    def _new_frontier(self, queue_factory: Any, **lock: Any) -> TwoLevelFrontier:
+    def _new_frontier(self, queue_factory: Any, **shared: Any) -> TwoLevelFrontier:
         return TwoLevelFrontier(
             self.policy,
             self.config.cost,
@@ -459,7 +464,7 @@ class TwoLevelScheduler(BaseScheduler):
             queue_factory=queue_factory,
             on_give_up=self._host_given_up,
             on_dropped=self._dropped,
-            **lock,
+            **shared,
         )
 
     def _open_topics(self, queue_factory: Any) -> TopicFrontier:
@@ -475,7 +480,7 @@ class TwoLevelScheduler(BaseScheduler):
                 return queue_factory(topic_lane(topic, host), by_quality)
 
             return self._new_frontier(
-                queue_factory if queue_factory is memory_queue else factory,
+                factory,
                 host_lock=lock,
                 lock_owner=topic,
                 sequence=sequence,
@@ -775,12 +780,15 @@ class TwoLevelScheduler(BaseScheduler):
         """
         if not self._leases or self._store is None:
             return
+        for request in self.finished_requests(self._leases):
+            self._store.release(self._leases.pop(request))
+
+    def finished_requests(self, leased: Iterable[Request]) -> list[Request]:
+        """Those of ``leased`` the engine is done with (see :meth:`_release_finished`)."""
         active = requests_in_progress(self.crawler)
         if active is None:
             active = self._in_flight
-        finished = [r for r in self._leases if r not in active]
-        for request in finished:
-            self._store.release(self._leases.pop(request))
+        return [r for r in leased if r not in active]
 
     def _arm_commit(self) -> None:
         """Commit the JOBDIR frontier within ``TWOLEVEL_COMMIT_INTERVAL`` of a write."""

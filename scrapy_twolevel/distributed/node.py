@@ -40,7 +40,7 @@ from typing import Any
 
 from .inbox import Entry, Inbox
 from .registry import NotAMember, Registry
-from .seen_log import KEY_SIZE, SeenLog
+from .seen_log import KEY_SIZE, SeenLog, unpack_keys
 
 #: KEYS: none (one Redis instance, not Cluster: the keys are built from the prefix).
 #: ARGV: prefix, node, then counts of stores, routes, acks, dones, then their fields.
@@ -412,11 +412,8 @@ class Node:
         content: dict[int, tuple[list[tuple[str, bytes]], list[bytes]]] = {}
         for i in range(0, len(loaded), 3):
             bucket, flat, packed = int(loaded[i]), loaded[i + 1], loaded[i + 2]
-            if len(packed) % KEY_SIZE:
-                raise ValueError(f"{self.seen_log.key(bucket)} is damaged ({len(packed)} bytes)")
             entries = [(flat[j].decode(), flat[j + 1]) for j in range(0, len(flat), 2)]
-            keys = [packed[j : j + KEY_SIZE] for j in range(0, len(packed), KEY_SIZE)]
-            content[bucket] = (entries, keys)
+            content[bucket] = (entries, unpack_keys(packed, self.seen_log.key(bucket)))
         for raw in taken:
             bucket = int(raw)
             result.acquired[bucket] = content.get(bucket, ([], []))

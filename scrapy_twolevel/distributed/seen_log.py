@@ -24,6 +24,17 @@ from typing import Any
 KEY_SIZE = 16
 
 
+def unpack_keys(packed: bytes, where: str) -> list[bytes]:
+    """The 16-byte keys of a bucket's packed value; ``ValueError`` naming ``where`` (its
+    Redis key) if the value is damaged."""
+    if len(packed) % KEY_SIZE:
+        raise ValueError(
+            f"{where} holds {len(packed)} bytes, not a whole number of {KEY_SIZE}-byte "
+            "keys: damaged"
+        )
+    return [packed[i : i + KEY_SIZE] for i in range(0, len(packed), KEY_SIZE)]
+
+
 class SeenLog:
     """Per-bucket packed seen keys of one crawl in Redis."""
 
@@ -52,12 +63,7 @@ class SeenLog:
     def load(self, bucket: int) -> set[bytes]:
         """Every key recorded for ``bucket`` (a ``ValueError`` if the value is damaged)."""
         packed = self.redis.get(self.key(bucket)) or b""
-        if len(packed) % KEY_SIZE:
-            raise ValueError(
-                f"{self.key(bucket)} holds {len(packed)} bytes, not a whole number of "
-                f"{KEY_SIZE}-byte keys: damaged"
-            )
-        return {packed[i : i + KEY_SIZE] for i in range(0, len(packed), KEY_SIZE)}
+        return set(unpack_keys(packed, self.key(bucket)))
 
     def compact(self, bucket: int) -> int:
         """Rewrite ``bucket``'s keys without duplicates (call it only as the owner); the
