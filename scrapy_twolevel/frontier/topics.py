@@ -32,7 +32,7 @@ import math
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from .frontier import PLAIN_LANE, Host, SeqCounter, TwoLevelFrontier
@@ -277,7 +277,6 @@ class TopicFrontier:
 
     selector: TopicSelector
     frontiers: dict[str, TwoLevelFrontier]
-    lock: HostLock = field(default_factory=HostLock)
 
     @classmethod
     def build(
@@ -289,7 +288,7 @@ class TopicFrontier:
         lock and the item numbering (one store holds every topic's queues)."""
         lock, sequence = HostLock(), SeqCounter()
         frontiers = {name: make_frontier(name, lock, sequence) for name in selector.names}
-        return cls(selector, frontiers, lock)
+        return cls(selector, frontiers)
 
     def push(self, lane: str, quality: float, item: Any) -> bool:
         topic, host = split_lane(lane)
