@@ -19,8 +19,11 @@ polite, partitioned crawl:
 Per n it reports the crawl time, throughput and speed-up over one node, the load balance
 as in the reference study (coefficient of variation of pages per node per 10-s window,
 over the windows in which every node is busy), each node's share, and the Redis
-utilisation. Hosts have Zipf-distributed page counts (a few large sites), which is what
-makes balance hard.
+utilisation; once with buckets moved by joins only, once also rebalanced by remaining
+pages per bucket every 30 s of simulated time, as the leader node does
+(``TWOLEVEL_REBALANCE_INTERVAL``; a moved host that is open moves after its request in
+flight, as a drained bucket does). Hosts have Zipf-distributed page counts (a few large
+sites), which is what makes balance hard.
 
 Usage::
 
@@ -36,6 +39,7 @@ import json
 import random
 import statistics
 import sys
+from collections import deque
 from pathlib import Path
 from typing import Any
 
@@ -45,11 +49,16 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(HERE))
 
 from reporting import environment, markdown, rst  # noqa: E402
-from scrapy_twolevel.distributed import BucketTable  # noqa: E402
+from scrapy_twolevel.distributed import BucketTable, bucket_of  # noqa: E402
+from scrapy_twolevel.distributed.buckets import LOAD_CAP  # noqa: E402
 
 RESULTS = HERE / "results"
 DOCS_RESULTS = ROOT / "docs" / "results"
 WINDOW = 10.0
+#: The rebalanced runs: the leader's interval (TWOLEVEL_REBALANCE_INTERVAL's default).
+REBALANCE_EVERY = 30.0
+#: Node counts whose rebalanced run is shown in the table (all are in the JSON).
+SHOWN = (2, 4, 8, 16)
 T_SYNC = 100e-6
 T_PAGE = 10e-6
 
@@ -75,49 +84,98 @@ def simulate(
     cpu: float,
     buckets: int,
     sync_interval: float,
+    rebalance_every: float | None = None,
+    tolerance: float = 0.25,
 ) -> dict[str, Any]:
+    """One crawl of ``hosts`` by ``nodes`` nodes; with ``rebalance_every``, the table is
+    rebalanced by remaining pages per bucket (up to ``LOAD_CAP``) at that interval, as the
+    leader node does
+    (``BucketTable.rebalance``, at most ``M / (4 n)`` moves, ``tolerance``). A moved host
+    not yet opened goes to its new node's queue at once; an open one after the request
+    in flight (the drain), with its remaining pages."""
     table = BucketTable(buckets)
     names = [f"n{i}" for i in range(nodes)]
     for name in names:
         table.join(name)
-    queues: dict[str, list[tuple[str, int, float]]] = {name: [] for name in names}
-    for host in hosts:
-        owner = table.owner_of_host(host[0])
+    bucket = [bucket_of(name, buckets) for name, _, _ in hosts]
+    unopened: dict[str, deque[int]] = {name: deque() for name in names}
+    for index, (name, _, _) in enumerate(hosts):
+        owner = table.owner_of_host(name)
         assert owner is not None
-        queues[owner].append(host)
+        unopened[owner].append(index)
+    hosts_per_node = [len(unopened[name]) for name in names]
+    remaining = [pages for _, pages, _ in hosts]
+    open_on: dict[int, str] = {}  # open host -> its node
+    moving: dict[int, str] = {}  # open host whose bucket moved -> the new node
     events: list[tuple[float, int, str, int]] = []  # (time, seq, node, host index)
     seq = 0
-    remaining: dict[tuple[str, int], int] = {}
     cpu_free = dict.fromkeys(names, 0.0)
-    next_host = dict.fromkeys(names, 0)
     done: dict[str, list[float]] = {name: [] for name in names}
+    next_rebalance = rebalance_every if rebalance_every else float("inf")
+    moves_made = 0
 
     def open_next(node: str, now: float) -> None:
         nonlocal seq
-        index = next_host[node]
-        if index >= len(queues[node]):
+        if not unopened[node]:
             return
-        next_host[node] = index + 1
-        _, pages, response = queues[node][index]
-        remaining[(node, index)] = pages
+        index = unopened[node].popleft()
+        open_on[index] = node
         seq += 1
-        heapq.heappush(events, (now + response, seq, node, index))
+        heapq.heappush(events, (now + hosts[index][2], seq, node, index))
+
+    def rebalance(now: float) -> None:
+        nonlocal moves_made
+        load: dict[int, float] = {}
+        for index, left in enumerate(remaining):
+            if left:
+                load[bucket[index]] = load.get(bucket[index], 0.0) + left
+        load = {b: min(value, LOAD_CAP) for b, value in load.items()}  # as the node counts
+        moved = table.rebalance(load, max_moves=max(1, buckets // (4 * nodes)), tolerance=tolerance)
+        moves_made += len(moved)
+        targets = {m.bucket: m.target for m in moved}
+        for move in moved:
+            assert move.source is not None
+            queue = unopened[move.source]
+            keep = deque(i for i in queue if bucket[i] != move.bucket)
+            unopened[move.target].extend(i for i in queue if bucket[i] == move.bucket)
+            unopened[move.source] = keep
+        for index, node in open_on.items():
+            if targets.get(bucket[index], node) != node:
+                moving[index] = targets[bucket[index]]
+        open_count = {name: 0 for name in names}
+        for node in open_on.values():
+            open_count[node] += 1
+        for move in moved:  # a node that had run dry opens what it was given
+            for _ in range(open_hosts - open_count[move.target]):
+                if not unopened[move.target]:
+                    break
+                open_next(move.target, now)
+                open_count[move.target] += 1
 
     for node in names:
         for _ in range(open_hosts):
             open_next(node, 0.0)
     while events:
         now, _, node, index = heapq.heappop(events)
+        if now >= next_rebalance:
+            rebalance(now)
+            next_rebalance += rebalance_every  # type: ignore[operator]
         parsed = max(cpu_free[node], now) + cpu
         cpu_free[node] = parsed
         done[node].append(parsed)
-        key = (node, index)
-        remaining[key] -= 1
-        if remaining[key]:
+        remaining[index] -= 1
+        target = moving.pop(index, None)
+        if remaining[index] and target is None:
             seq += 1
-            heapq.heappush(events, (parsed + queues[node][index][2], seq, node, index))
-        else:
-            open_next(node, parsed)
+            heapq.heappush(events, (parsed + hosts[index][2], seq, node, index))
+            continue
+        del open_on[index]
+        if remaining[index]:  # drained here: the new owner opens it when it has room
+            assert target is not None
+            unopened[target].appendleft(index)
+            if sum(1 for n in open_on.values() if n == target) < open_hosts:
+                open_next(target, parsed)
+        open_next(node, parsed)
     end = max(max(times) for times in done.values() if times)
     total = sum(len(times) for times in done.values())
     # Throughput while every node has work (the reference's pages per hour); after that
@@ -125,13 +183,15 @@ def simulate(
     steady = min(max(times) for times in done.values() if times)
     return {
         "nodes": nodes,
+        "rebalance_every": rebalance_every,
+        "moves": moves_made,
         "time_s": end,
         "steady_s": steady,
         "pages": total,
         "completions": sorted(t for times in done.values() for t in times),
         "pages_per_s_whole": total / end,
         "pages_per_node": [len(done[name]) for name in names],
-        "hosts_per_node": [len(queues[name]) for name in names],
+        "hosts_per_node": hosts_per_node,
         "balance_cv": _balance(list(done.values())),
         "cpu_busy": sum(len(t) for t in done.values()) * cpu / (end * nodes),
         "redis_utilisation": nodes / sync_interval * T_SYNC + total / end * T_PAGE,
@@ -170,25 +230,41 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    ns = [r["nodes"] for r in rows]
     fig, axes = plt.subplots(1, 2, figsize=(10, 4))
-    axes[0].plot(ns, [r["speedup"] for r in rows], "o-", color="#d62728", label="simulated")
+    styles = {None: ("o-", "#d62728", "joins only"), REBALANCE_EVERY: ("^--", "#2ca02c", "")}
+    for every, (marker, color, label) in styles.items():
+        part = [r for r in rows if r["rebalance_every"] == every]
+        label = label or f"rebalanced every {every:.0f} s"
+        ns = [r["nodes"] for r in part]
+        axes[0].plot(ns, [r["speedup"] for r in part], marker, color=color, label=label)
+        axes[1].plot(
+            ns[1:],
+            [max(r["pages_per_node"]) / min(r["pages_per_node"]) for r in part[1:]],
+            marker,
+            color=color,
+            label=label,
+        )
+    ns = sorted({r["nodes"] for r in rows})
     axes[0].plot(ns, ns, ":", color="#7f7f7f", label="linear")
     ref = {2: 1.71, 4: 3.36, 8: 5.97}
     axes[0].plot(list(ref), list(ref.values()), "s", color="#1f77b4", label="Tianwang (measured)")
-    axes[0].set(xlabel="nodes", ylabel="speed-up over 1 node", title="Throughput")
-    axes[1].plot(ns[1:], [r["balance_cv"] for r in rows[1:]], "o-", color="#d62728")
+    axes[0].set(xlabel="nodes", ylabel="speed-up over 1 node", title="Throughput (first window)")
     axes[1].set(
         xlabel="nodes",
-        ylabel="CV of pages per node per 10-s window",
+        ylabel="pages of the busiest node / the idlest",
         title="Load balance (lower is better)",
     )
     for ax in axes:
         ax.grid(alpha=0.3)
-    axes[0].legend()
+        ax.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def at_share(times: list[float], share: float) -> float:
+    """When ``share`` of the pages were done (``times`` sorted)."""
+    return times[min(len(times) - 1, int(share * len(times)))]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -205,7 +281,16 @@ def main(argv: list[str] | None = None) -> int:
     cpu = args.cpu or measured_cpu_per_page() or 0.018
     hosts = make_hosts(args.hosts, args.pages, args.seed)
     rows = [
-        simulate(hosts, n, open_hosts=args.open_hosts, cpu=cpu, buckets=16384, sync_interval=0.1)
+        simulate(
+            hosts,
+            n,
+            open_hosts=args.open_hosts,
+            cpu=cpu,
+            buckets=16384,
+            sync_interval=0.1,
+            rebalance_every=every,
+        )
+        for every in (None, REBALANCE_EVERY)
         for n in range(1, args.max_nodes + 1)
     ]
     # Throughput over a common window in which every node of every run still has work:
@@ -216,50 +301,69 @@ def main(argv: list[str] | None = None) -> int:
         times = row.pop("completions")
         row["window_s"] = window
         row["pages_per_s"] = bisect.bisect_right(times, window) / window
-        row["speedup"] = row["pages_per_s"] / rows[0]["pages_per_s"]
+        row["t50_s"] = at_share(times, 0.5)
+        row["t90_s"] = at_share(times, 0.9)
     for row in rows:
+        one = next(r for r in rows if r["nodes"] == 1 and r["rebalance_every"] is None)
+        row["speedup"] = row["pages_per_s"] / one["pages_per_s"]
         n = row["nodes"]
         print(
-            f"n={n:2d}: {row['pages_per_s']:7.1f} pages/s, speed-up {row['speedup']:.2f}, "
-            f"CV {row['balance_cv'] if row['balance_cv'] is None else round(row['balance_cv'], 3)}"
-            f", CPU busy {row['cpu_busy']:.2f}, Redis {100 * row['redis_utilisation']:.2f}%",
+            f"n={n:2d} rebalance={row['rebalance_every']}: {row['pages_per_s']:7.1f} pages/s, "
+            f"speed-up {row['speedup']:.2f}, t90 {row['t90_s']:.0f} s, all busy until "
+            f"{row['steady_s']:.0f} s, largest/smallest "
+            f"{max(row['pages_per_node'])}/{min(row['pages_per_node'])}, moves {row['moves']}",
             flush=True,
         )
     head = [
         "nodes",
+        "rebalance",
         "pages/s (first window, all nodes working)",
         "speed-up",
+        "half / 90% of pages done (s)",
+        "all nodes busy until (s)",
         "whole crawl (s)",
-        "CPU busy",
         "balance CV",
         "largest/smallest node (pages)",
+        "buckets moved by load",
         "Redis utilisation",
     ]
     body = [
         [
             str(r["nodes"]),
+            "-" if r["rebalance_every"] is None else f"every {r['rebalance_every']:.0f} s",
             f"{r['pages_per_s']:.1f}",
             f"{r['speedup']:.2f}",
+            f"{r['t50_s']:.0f} / {r['t90_s']:.0f}",
+            f"{r['steady_s']:.0f}",
             f"{r['time_s']:.0f}",
-            f"{r['cpu_busy']:.2f}",
             "-" if r["balance_cv"] is None else f"{r['balance_cv']:.3f}",
             f"{max(r['pages_per_node'])}/{min(r['pages_per_node'])}",
+            str(r["moves"]),
             f"{100 * r['redis_utilisation']:.2f}%",
         ]
         for r in rows
+        if r["nodes"] in SHOWN or r["rebalance_every"] is None
     ]
-    command = "python benchmarks/distributed_sim.py"
+    command = "python benchmarks/distributed_sim.py" + (f" --cpu {args.cpu}" if args.cpu else "")
     data = {
         "command": command,
         "environment": environment(),
-        "parameters": {**vars(args), "cpu": cpu, "t_sync": T_SYNC, "t_page": T_PAGE},
+        "parameters": {
+            **vars(args),
+            "cpu": cpu,
+            "t_sync": T_SYNC,
+            "t_page": T_PAGE,
+            "rebalance_every": REBALANCE_EVERY,
+        },
         "rows": rows,
     }
     (RESULTS / "distributed_sim.json").write_text(json.dumps(data, indent=1))
     md = markdown((head, body))
     (RESULTS / "distributed_sim.md").write_text(
         f"Regenerated with `{command}`: {args.hosts} hosts, {args.pages} pages (Zipf), "
-        f"{args.open_hosts} open hosts per node, {cpu * 1000:.1f} ms CPU per page.\n\n{md}"
+        f"{args.open_hosts} open hosts per node, {cpu * 1000:.1f} ms CPU per page; "
+        f"rebalanced runs every {REBALANCE_EVERY:.0f} s of simulated time (shown for "
+        f"{', '.join(map(str, SHOWN))} nodes; all in the JSON).\n\n{md}"
     )
     (DOCS_RESULTS / "distributed_sim.inc").write_text(rst((head, body)))
     plot(rows, DOCS_RESULTS / "distributed_sim.png")

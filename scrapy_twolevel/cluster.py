@@ -28,12 +28,14 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from ._engine import call_later, wake_engine
 from .config import ClusterConfig, SettingsError
 from .distributed.buckets import bucket_of
+from .distributed.history import HistoryWrites, RedisHistoryStore, RedisModelStore
 from .distributed.inbox import Entry
 from .distributed.node import Batch, Node, SyncResult
 
 if TYPE_CHECKING:
     from scrapy import Request
 
+    from .recrawl.history import Plan
     from .scheduler import TwoLevelScheduler
 
 logger = logging.getLogger(__name__)
@@ -50,7 +52,10 @@ ALWAYS_REPORTED = (
     "refused",
     "reaped",
     "rejoined",
+    "rebalanced",
 )
+#: Also reported with ``TWOLEVEL_RECRAWL``.
+RECRAWL_REPORTED = ("plans_loaded",)
 
 #: Longest wait between retries while Redis cannot be reached.
 MAX_RETRY_DELAY = 5.0
@@ -107,6 +112,8 @@ class Cluster:
             self.node_id,
             buckets=config.buckets,
             ttl=config.node_ttl,
+            rebalance_every=config.rebalance_interval,
+            rebalance_tolerance=config.rebalance_tolerance,
         )
         self._run = os.urandom(4).hex()  # entry ids stay unique over restarts
         self._next_id = 0
@@ -120,7 +127,10 @@ class Cluster:
         self._parked: dict[int, list[Entry]] = {}
         self._parked_ids: set[bytes] = set()
         self._crawl_idle = False
+        self._crawl_planned = False
         self._idle_since: float | None = None
+        #: The recrawl history in Redis (``TWOLEVEL_RECRAWL``): see :meth:`history_store`.
+        self.history: RedisHistoryStore | None = None
         #: The tick in flight (its Deferred) and the batch it sends.
         self._ticking: Any = None
         self._sending: Batch | None = None
@@ -132,6 +142,18 @@ class Cluster:
         self.counts: Counter[str] = Counter()
         #: CPU seconds spent in the Redis thread.
         self.sync_cpu = 0.0
+
+    def history_store(self) -> RedisHistoryStore:
+        """The crawl's recrawl history in Redis (:mod:`.distributed.history`); its writes,
+        seed plans included, go out with this node's ticks."""
+        if self.history is None:
+            self.history = RedisHistoryStore(
+                self.redis, self.crawl_id, bucket_of_plan=self._bucket_of_plan
+            )
+        return self.history
+
+    def model_store(self) -> RedisModelStore:
+        return RedisModelStore(self.redis, self.crawl_id)
 
     # -- life cycle ------------------------------------------------------------------------
 
@@ -146,10 +168,13 @@ class Cluster:
         self._pool.start()
         self._arm(self.config.sync_interval)
         logger.info(
-            "Joined crawl %(crawl)s as node %(node)s: holding %(held)d of %(buckets)d buckets",
+            "Joined crawl %(crawl)s as node %(node)s: the table gives it %(owned)d of "
+            "%(buckets)d buckets; it holds %(held)d (the others are taken as their "
+            "previous holders hand them over)",
             {
                 "crawl": self.crawl_id,
                 "node": self.node_id,
+                "owned": len(self._owned),
                 "held": len(self._held),
                 "buckets": self.config.buckets,
             },
@@ -222,6 +247,9 @@ class Cluster:
         if not request.dont_filter and df.key_seen(key):  # type: ignore[attr-defined]
             df.log(request, self.scheduler.spider)
             return False
+        seeds = self.scheduler.seeds
+        if seeds is not None and seeds.accepting(request):
+            data = self._encode(request)  # the seed's fetch is named in its meta now
         return self._queue_local(request, host, quality, bucket, key, data)
 
     def _queue_local(
@@ -270,10 +298,16 @@ class Cluster:
         return len(self._leases) + len(self._staged.dones) + in_flight
 
     def busy(self) -> bool:
-        """Whether this node must stay open: work here, or anywhere in the crawl."""
+        """Whether this node must stay open: work here, or anywhere in the crawl (seed
+        refetches planned anywhere included, until ``TWOLEVEL_RECRAWL_DURATION``)."""
         if self._leases or self._staged or self._parked or self._draining:
             return True
-        return not self._crawl_idle
+        if self.history is not None and self.history.has_writes:
+            return True
+        if not self._crawl_idle:
+            return True
+        seeds = self.scheduler.seeds
+        return self._crawl_planned and seeds is not None and not seeds.expired
 
     # -- the tick ----------------------------------------------------------------------------
 
@@ -294,7 +328,13 @@ class Cluster:
         self._ticking.addCallbacks(self._synced, self._sync_failed, errbackArgs=(batch,))
 
     def _take_batch(self, *, final: bool = False) -> Batch:
+        seeds = self.scheduler.seeds
+        if seeds is not None:
+            # Before the leases: a seed fetch's next plan goes out no later than its end.
+            seeds.finish_completed()
         batch, self._staged = self._staged, Batch()
+        if self.history is not None:
+            batch.history = self.history.take()
         for request in self.scheduler.finished_requests(self._leases):
             bucket, entry_id = self._leases.pop(request)
             self._leased_per_bucket[bucket] -= 1
@@ -324,6 +364,9 @@ class Cluster:
 
     def _sync_failed(self, failure: Any, batch: Batch) -> None:
         self._ticking = self._sending = None
+        if self.history is not None:  # the history goes out with the next tick's batch
+            self.history.put_back(batch.history)
+            batch.history = HistoryWrites()
         self._staged.prepend(batch)
         self.counts["sync_errors"] += 1
         if self._failing_since is None:
@@ -348,6 +391,14 @@ class Cluster:
         counts["refused"] += result.refused
         counts["reaped"] += len(result.reaped)
         counts["rerouted"] += result.rerouted
+        if result.rebalanced:
+            counts["rebalanced"] += result.rebalanced
+            logger.info(
+                "Rebalanced the crawl by pending requests: %(moves)d bucket(s) move from "
+                "the busiest node to the idlest (TWOLEVEL_REBALANCE_INTERVAL).",
+                {"moves": result.rebalanced},
+                extra={"spider": self.scheduler.spider},
+            )
         if result.reaped:
             logger.warning(
                 "Reaped node(s) %(nodes)s (no heartbeat for TWOLEVEL_NODE_TTL); their "
@@ -360,16 +411,30 @@ class Cluster:
             counts["stores_dropped"] += result.dropped_stores
             self._forget_everything()
         self._owned = result.owned
-        for bucket in [b for b in self._held if b not in result.owned]:
+        given = [b for b in self._held if b not in result.owned]
+        for bucket in given:
             del self._held[bucket]  # its queued copies go stale; Redis has them
             self._draining.add(bucket)
             counts["buckets_given"] += 1
+        seeds, history = self.scheduler.seeds, self.history
+        if given and seeds is not None and history is not None:
+            seeds.drop_plans(history.seeds_in(given))  # the new holder loads them
         woke = False
         for bucket, (entries, keys) in result.acquired.items():
             self._gen += 1
             self._held[bucket] = self._gen
             counts["buckets_taken"] += 1
             self.scheduler.df.add_keys(keys)  # type: ignore[attr-defined]
+            if bucket in result.plans and seeds is not None and history is not None:
+                plans, damaged = history.adopt(bucket, result.plans[bucket])
+                seeds.adopt_plans(plans)
+                counts["plans_loaded"] += len(plans)
+                if damaged:
+                    self.scheduler._count_once(
+                        "redis/plans_damaged",
+                        "A seed plan in Redis is damaged and was skipped (%(request)s).",
+                        f"bucket {bucket}",
+                    )
             for entry_id, data in entries:
                 woke |= self._load(bucket, entry_id, data)
             counts["loaded"] += len(entries)
@@ -385,6 +450,7 @@ class Cluster:
                 self._forward(entry)
         if result.idle is not None:
             self._note_idle(result.idle)
+            self._crawl_planned = bool(result.planned)
         if result.received or result.acquired:
             self._crawl_idle = False
             self._idle_since = None
@@ -414,6 +480,9 @@ class Cluster:
             extra={"spider": self.scheduler.spider},
         )
         self.scheduler.df.forget()  # type: ignore[attr-defined]
+        if self.scheduler.seeds is not None and self.history is not None:
+            self.scheduler.seeds.drop_plans(self.history.seeds_in(self._held))
+            self.history.forget_plans()
         self._held.clear()
         self._draining.clear()
         self._leases.clear()
@@ -429,6 +498,8 @@ class Cluster:
         if request is None:
             self._staged.dones.append((bucket, entry_id))
             return False
+        if self.scheduler.seeds is not None:
+            self.scheduler.seeds.reloaded(request)
         host = self.scheduler._lane(request)
         key = self.scheduler.df.request_key(request)  # type: ignore[attr-defined]
         return self._queue_local(
@@ -463,6 +534,13 @@ class Cluster:
         self.counts["forwarded"] += 1
 
     # -- helpers ----------------------------------------------------------------------------
+
+    def _bucket_of_plan(self, plan: Plan) -> int | None:
+        """The bucket of a seed plan: its request's host's."""
+        request = self._decode(plan.request)
+        if request is None:
+            return None
+        return bucket_of(self.scheduler._lane(request), self.config.buckets)
 
     def _new_id(self) -> str:
         self._next_id += 1
@@ -499,5 +577,8 @@ class Cluster:
         stats.set_value("twolevel/redis/crawl_id", self.crawl_id)
         stats.set_value("twolevel/redis/buckets_owned", len(self._owned))
         stats.set_value("twolevel/redis/sync_cpu_seconds", round(self.sync_cpu, 3))
-        for name in sorted({*ALWAYS_REPORTED, *self.counts}):
+        names = {*ALWAYS_REPORTED, *self.counts}
+        if self.history is not None:
+            names.update(RECRAWL_REPORTED)
+        for name in sorted(names):
             stats.set_value(f"twolevel/redis/{name}", self.counts[name])

@@ -83,6 +83,8 @@ DEFAULTS: dict[str, Any] = {
     "TWOLEVEL_NODE_TTL": 10.0,
     "TWOLEVEL_SYNC_INTERVAL": 0.1,
     "TWOLEVEL_WAIT_FOR_WORK": 0.0,
+    "TWOLEVEL_REBALANCE_INTERVAL": 30.0,  # seconds between rebalances by load; 0: never
+    "TWOLEVEL_REBALANCE_TOLERANCE": 0.25,  # share of the mean node load left unbalanced
     # topics (None: one topic; see docs/topics.rst)
     "TWOLEVEL_TOPICS": None,
 }
@@ -473,6 +475,8 @@ class ClusterConfig:
     node_ttl: float
     sync_interval: float
     wait_for_work: float
+    rebalance_interval: float
+    rebalance_tolerance: float
 
     @property
     def enabled(self) -> bool:
@@ -507,6 +511,15 @@ class ClusterConfig:
             ),
             wait_for_work=_float_setting(
                 settings, "TWOLEVEL_WAIT_FOR_WORK", "seconds >= 0", lambda v: v >= 0
+            ),
+            rebalance_interval=_float_setting(
+                settings,
+                "TWOLEVEL_REBALANCE_INTERVAL",
+                "seconds >= 0 (0: never)",
+                lambda v: v >= 0,
+            ),
+            rebalance_tolerance=_float_setting(
+                settings, "TWOLEVEL_REBALANCE_TOLERANCE", "a number >= 0", lambda v: v >= 0
             ),
         )
 

@@ -188,10 +188,11 @@ def check_cluster(
             "TWOLEVEL_HOST_KEY='ip' cannot be used with TWOLEVEL_REDIS_URL: hosts are "
             "assigned to nodes before their addresses are known. Use 'hostname' or 'domain'."
         )
-    if recrawl.enabled:
+    if recrawl.enabled and (recrawl.history or recrawl.model):
         raise SettingsError(
-            "TWOLEVEL_RECRAWL is not supported with TWOLEVEL_REDIS_URL yet: the recrawl "
-            "history is kept by one node. Unset one of them."
+            "TWOLEVEL_RECRAWL_HISTORY and TWOLEVEL_RECRAWL_MODEL name files, but with "
+            "TWOLEVEL_REDIS_URL the recrawl history and model are kept in Redis for every "
+            "node. Unset them."
         )
     if topics is not None:
         raise SettingsError(
@@ -371,17 +372,22 @@ class TwoLevelScheduler(BaseScheduler):
         self.spider = spider
         try:
             self.frontier = self._open_frontier()
+            if self._cluster_config is not None:
+                self.cluster = Cluster(self, self._cluster_config, spider.name)
+            cluster = self.cluster
             self.seeds = open_seed_planner(
                 self.crawler,
                 spider.name,
                 encode=lambda request: encode_request(request, spider),
                 decode=lambda data: decode_request(data, spider),
                 enqueue=self.enqueue_request,
+                shared=None
+                if cluster is None
+                else (cluster.history_store(), cluster.model_store()),
             )
-            if self._cluster_config is not None:
+            if cluster is not None:
                 self.df.open()  # before the cluster loads its buckets' seen keys
-                self.cluster = Cluster(self, self._cluster_config, spider.name)
-                self.cluster.open()
+                cluster.open()  # its buckets bring their seed plans
         except Exception:
             # Refusing to start: release what the frontier, the dupefilter and the store
             # hold, touch no file.

@@ -52,7 +52,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Container, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from scrapy import Request
 from scrapy.exceptions import NotConfigured
@@ -79,6 +79,8 @@ if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
     from scrapy.signalmanager import SignalManager
     from scrapy.statscollectors import StatsCollector
+
+    from .distributed.history import RedisHistoryStore
 
 logger = logging.getLogger(__name__)
 
@@ -122,14 +124,49 @@ def recrawl_paths(settings: BaseSettings, spider_name: str) -> tuple[Path, Path]
 
 def load_model(path: Path) -> RecrawlPredictor | None:
     """The trained model at ``path``, ``None`` if there is none; ``StateError`` if damaged."""
-    if not path.exists():
-        return None
+    return load_stored_model(FileModelStore(path))
+
+
+class ModelStore(Protocol):
+    """Where a crawl's trained model is kept: a file, or Redis in the distributed mode
+    (:class:`~scrapy_twolevel.distributed.history.RedisModelStore`)."""
+
+    @property
+    def location(self) -> str: ...
+
+    def load(self) -> RecrawlPredictor | None: ...
+
+    def save(self, predictor: RecrawlPredictor) -> None: ...
+
+
+class FileModelStore:
+    """The model in a JSON file (``TWOLEVEL_RECRAWL_MODEL``, or beside the history)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    @property
+    def location(self) -> str:
+        return str(self.path)
+
+    def load(self) -> RecrawlPredictor | None:
+        """``None`` if there is no file; ``ValueError`` (or ``OSError``) if it is damaged."""
+        if not self.path.exists():
+            return None
+        return RecrawlPredictor.load(self.path)
+
+    def save(self, predictor: RecrawlPredictor) -> None:
+        predictor.save(self.path)
+
+
+def load_stored_model(store: ModelStore) -> RecrawlPredictor | None:
+    """``store``'s model, ``None`` if it has none; :class:`StateError` if it is damaged."""
     try:
-        return RecrawlPredictor.load(path)
+        return store.load()
     except (ValueError, KeyError, TypeError, OSError) as exc:
         raise StateError(
-            f"{path} is not a recrawl model ({exc}). It was left untouched; run "
-            "`scrapy recrawl train` again or set TWOLEVEL_RECRAWL_MODEL."
+            f"{store.location} is not a recrawl model ({exc}). It was left untouched; run "
+            "`scrapy recrawl train` again (or, for a file, set TWOLEVEL_RECRAWL_MODEL)."
         ) from exc
 
 
@@ -186,10 +223,10 @@ class SeedPlanner:
         self,
         *,
         config: RecrawlConfig,
-        history: HistoryStore,
+        history: HistoryStore | RedisHistoryStore,
         planner: RecrawlPlanner,
         clock: ScaledClock,
-        model_path: Path,
+        model_store: ModelStore,
         encode: Callable[[Request], bytes],
         decode: Callable[[bytes], Request],
         enqueue: Callable[[Request], bool],
@@ -203,7 +240,7 @@ class SeedPlanner:
         self.history = history
         self.planner = planner
         self.clock = clock
-        self.model_path = model_path
+        self.model_store = model_store
         self._encode = encode
         self._decode = decode
         self._enqueue = enqueue
@@ -244,23 +281,24 @@ class SeedPlanner:
 
     # -- called by the scheduler ---------------------------------------------------------
 
-    def accepting(self, request: Request) -> None:
-        """``request`` passed the seen filter and is about to be queued."""
+    def accepting(self, request: Request) -> bool:
+        """``request`` passed the seen filter and is about to be queued; whether its meta
+        changed (a seed's fetch is named in it: a stored copy must be encoded again)."""
         meta = peek_meta(request)
         found_on = meta.get(FOUND_ON_META)
         if found_on:
             self._new_link(request, found_on)
         key = seed_key_of(request)
         if key is None:
-            return
+            return False
         if _fetch_id(meta) in self._fetches:
-            return  # a refetch this planner queued
+            return False  # a refetch this planner queued
         template = self._template(request)
         request.meta[FETCH_META] = [key, self._new_fetch(key)]
-        if template is None:
-            return
-        self._stats.inc_value("twolevel/recrawl/seed_requests")
-        self._set_plan(Plan(key, self._provisional(key), template))
+        if template is not None:
+            self._stats.inc_value("twolevel/recrawl/seed_requests")
+            self._set_plan(Plan(key, self._provisional(key), template))
+        return True
 
     def handed_out(self, request: Request) -> None:
         """The scheduler gives ``request`` to the engine."""
@@ -275,8 +313,7 @@ class SeedPlanner:
 
     def release_due(self) -> None:
         """Finish the fetches the engine is done with; queue every seed that is due."""
-        if self._handed_out:
-            self._finish_completed()
+        self.finish_completed()
         heap = self._heap
         now = self.clock()
         if not heap or heap[0][0] > now or self.expired:
@@ -301,6 +338,30 @@ class SeedPlanner:
             self._enqueue(request)
         self._arm_wake()
 
+    def adopt_plans(self, plans: Iterable[Plan]) -> None:
+        """Plans another node made, of a bucket this node just took (distributed mode):
+        kept and followed, not written again."""
+        for plan in plans:
+            self._plans[plan.seed] = plan
+            heapq.heappush(self._heap, (plan.due, plan.seed))
+        self._arm_wake()
+
+    def reloaded(self, request: Request) -> None:
+        """A seed fetch another node had queued or in flight when it left or died, queued
+        here again (a bucket taken over): its plan is pushed back as :meth:`release_due`
+        does for a fetch it queues, so the plan, overdue by now, does not fetch the seed a
+        second time at once."""
+        tag = peek_meta(request).get(FETCH_META)
+        plan = self._plans.get(tag[0]) if isinstance(tag, list | tuple) and tag else None
+        if plan is not None:
+            self._set_plan(Plan(plan.seed, self._provisional(plan.seed), plan.request))
+
+    def drop_plans(self, seeds: Iterable[str]) -> None:
+        """Forget the plans of ``seeds``: their bucket went to another node, which loads
+        them (a fetch of theirs still in flight here then plans nothing)."""
+        for seed in seeds:
+            self._plans.pop(seed, None)  # its heap entry is skipped as stale
+
     def pending(self) -> bool:
         """Whether the crawl must stay open for planned refetches."""
         return bool(self._plans) and not self.expired
@@ -314,10 +375,14 @@ class SeedPlanner:
             if timer is not None:
                 timer.cancel()
         self._wake_timer = self._commit_timer = self._deadline_timer = None
-        counts = self.history.counts()
         self._stats.set_value("twolevel/recrawl/seeds", len(self._plans))
-        self._stats.set_value("twolevel/recrawl/history_fetches", counts["fetches"])
-        self._stats.set_value("twolevel/recrawl/history_articles", counts["articles"])
+        try:
+            counts = self.history.counts()
+        except Exception as exc:  # the distributed mode's Redis may be gone by now
+            logger.warning("Recrawl history counts not reported: %s", exc)
+        else:
+            self._stats.set_value("twolevel/recrawl/history_fetches", counts["fetches"])
+            self._stats.set_value("twolevel/recrawl/history_articles", counts["articles"])
         self.history.close()
 
     # -- signal handlers (from SeedMiddleware) -------------------------------------------
@@ -333,7 +398,10 @@ class SeedPlanner:
         if fetch is not None:
             fetch.failed = True
 
-    def _finish_completed(self) -> None:
+    def finish_completed(self) -> None:
+        """Complete the seed fetches the engine is done with: record them, plan the next."""
+        if not self._handed_out:
+            return
         active = self._in_progress()
         if active is None:
             return
@@ -471,25 +539,35 @@ class SeedPlanner:
 
         self._training, self._trained_at = True, now
         self.history.commit()
-        events = list(self.history.events())
-        d = deferToThread(
-            fit_predictor,
-            events,
+        if getattr(self.history, "thread_safe", False):
+            read_events: Callable[[], Iterable[Any]] = self.history.events
+        else:  # a SQLite connection stays in its thread: read here
+            events = list(self.history.events())
+            read_events = lambda: events  # noqa: E731
+        d = deferToThread(self._fit_and_save, read_events, now)
+        d.addCallbacks(self._trained, self._train_failed)
+
+    def _fit_and_save(
+        self, read_events: Callable[[], Iterable[Any]], now: float
+    ) -> RecrawlPredictor:
+        """In a worker thread: read the history (Redis), fit, save where the crawl loads."""
+        predictor = fit_predictor(
+            list(read_events()),
             now,
             days=self.config.train_days,
             min_samples=self.config.min_samples,
         )
-        d.addCallbacks(self._trained, self._train_failed)
+        self.model_store.save(predictor)
+        return predictor
 
     def _trained(self, predictor: RecrawlPredictor) -> None:
         self._training = False
         self.planner.set_predictor(predictor)
-        predictor.save(self.model_path)
         self._stats.inc_value("twolevel/recrawl/retrained")
         logger.info(
             "Recrawl model retrained on %d seed keys, saved to %s",
             len(predictor.fits),
-            self.model_path,
+            self.model_store.location,
         )
 
     def _train_failed(self, failure: Any) -> None:
@@ -505,26 +583,42 @@ def open_seed_planner(
     encode: Callable[[Request], bytes],
     decode: Callable[[bytes], Request],
     enqueue: Callable[[Request], bool],
+    shared: tuple[RedisHistoryStore, ModelStore] | None = None,
 ) -> SeedPlanner | None:
-    """The scheduler's seed planner, or ``None`` when ``TWOLEVEL_RECRAWL`` is off."""
+    """The scheduler's seed planner, or ``None`` when ``TWOLEVEL_RECRAWL`` is off.
+
+    ``shared``: the history and model of a distributed crawl, in Redis (the plans then
+    come with the buckets the node takes); else both are files (:func:`recrawl_paths`).
+    """
     config = RecrawlConfig.from_settings(crawler.settings)
     if not config.enabled:
         return None
     clock = make_clock(config)
-    history_path, model_path = recrawl_paths(crawler.settings, spider_name)
-    predictor = load_model(model_path)
-    history = HistoryStore(history_path)
-    if not job_dir(crawler.settings):
-        # Without JOBDIR every crawl starts afresh, as Scrapy's do: the history is kept
-        # (it is the training data), the plans of an earlier crawl are not.
-        history.clear_plans()
+    history: HistoryStore | RedisHistoryStore
+    model_store: ModelStore
+    if shared is not None:
+        history, model_store = shared
+        history_location = f"Redis, under {history.prefix}"
+    else:
+        history_path, model_path = recrawl_paths(crawler.settings, spider_name)
+        history, model_store = HistoryStore(history_path), FileModelStore(model_path)
+        history_location = str(history_path)
+        if not job_dir(crawler.settings):
+            # Without JOBDIR every crawl starts afresh, as Scrapy's do: the history is
+            # kept (it is the training data), the plans of an earlier crawl are not.
+            history.clear_plans()
+    try:
+        predictor = load_stored_model(model_store)
+    except StateError:
+        history.close()
+        raise
     assert crawler.stats is not None
     seeds = SeedPlanner(
         config=config,
         history=history,
         planner=make_planner(config, predictor, clock),
         clock=clock,
-        model_path=model_path,
+        model_store=model_store,
         encode=encode,
         decode=decode,
         enqueue=enqueue,
@@ -540,11 +634,13 @@ def open_seed_planner(
         logger.info(
             "Recrawl: no model at %s yet; seeds get an adaptive interval until "
             "`scrapy recrawl train` has run (history: %s)",
-            model_path,
-            history_path,
+            model_store.location,
+            history_location,
         )
     else:
-        logger.info("Recrawl: model of %d seed keys from %s", len(predictor.fits), model_path)
+        logger.info(
+            "Recrawl: model of %d seed keys from %s", len(predictor.fits), model_store.location
+        )
     return seeds
 
 

@@ -18,12 +18,15 @@ def redis_url() -> str:
 
 @pytest.fixture
 def redis_crawl(redis_url: str) -> Iterator[tuple[redis.Redis, str]]:
-    """``(client, crawl_id)`` of a crawl of its own; its ``twolevel:<crawl_id>:*`` keys are
-    deleted afterwards."""
+    """``(client, crawl_id)`` of a crawl of its own; its ``twolevel:<crawl_id>:*`` keys (and
+    its recrawl history's, ``twolevel-history:<crawl_id>:*``) are deleted afterwards."""
     client = redis.Redis.from_url(redis_url)
     crawl_id = f"test-{uuid.uuid4().hex[:10]}"
     yield client, crawl_id
-    keys = list(client.scan_iter(f"twolevel:{crawl_id}:*"))
+    keys = [
+        *client.scan_iter(f"twolevel:{crawl_id}:*"),
+        *client.scan_iter(f"twolevel-history:{crawl_id}:*"),
+    ]
     if keys:
         client.delete(*keys)
     client.close()

@@ -124,6 +124,19 @@ def test_rebalance_by_measured_load_lowers_the_spread() -> None:
     assert BucketTable(10).rebalance({}) == []
 
 
+def test_rebalance_stops_within_the_tolerance() -> None:
+    table = BucketTable(8)
+    table.join("a")
+    table.join("b")  # b: buckets 4-7 (the donor's highest)
+    # a: 10 pending, b: 6; mean 8, gap 4 = half the mean.
+    load = {0: 4.0, 1: 3.0, 2: 2.0, 3: 1.0, 4: 6.0}
+    assert table.rebalance(load, tolerance=0.5) == []  # within it: nothing moves
+    assert table.owner(1) == "a"
+    # Below it: the bucket nearest half the gap (2: load 2) moves, leaving 8 and 8.
+    moves = table.rebalance(load, tolerance=0.25)
+    assert [(m.bucket, m.source, m.target) for m in moves] == [(2, "a", "b")]
+
+
 def test_rebalance_respects_max_moves() -> None:
     table = BucketTable(100)
     table.join("a")

@@ -195,6 +195,26 @@ def test_addon_keeps_the_projects_own_order_for_the_middleware(key):
     assert mws[key] is None
 
 
+@pytest.mark.parametrize(
+    ("name", "value", "message"),
+    [
+        ("TWOLEVEL_REBALANCE_INTERVAL", -1, r"seconds >= 0 \(0: never\)"),
+        ("TWOLEVEL_REBALANCE_INTERVAL", "often", "is not a number"),
+        ("TWOLEVEL_REBALANCE_TOLERANCE", -0.1, "a number >= 0"),
+    ],
+)
+def test_invalid_cluster_settings_name_the_setting_and_the_rule(name, value, message):
+    from scrapy.settings import Settings
+
+    from scrapy_twolevel.config import ClusterConfig
+
+    settings = Settings({"TWOLEVEL_REDIS_URL": "redis://127.0.0.1:6379/0", name: value})
+    with pytest.raises(SettingsError, match=rf"{name}=.*{message}"):
+        ClusterConfig.from_settings(settings)
+    defaults = ClusterConfig.from_settings(Settings())
+    assert (defaults.rebalance_interval, defaults.rebalance_tolerance) == (30.0, 0.25)
+
+
 def test_every_setting_is_documented_in_the_settings_page() -> None:
     from pathlib import Path
 

@@ -228,3 +228,56 @@ def test_damaged_seen_log_is_an_error_not_a_silent_loss(redis_crawl):
     a.join()
     with pytest.raises(ValueError, match="damaged"):
         a.sync(Batch())
+
+
+def test_leader_rebalances_by_pending_requests_through_hand_overs(redis_crawl):
+    client, crawl_id = redis_crawl
+    clocks = {"a": Clock(), "b": Clock()}
+    nodes = {}
+    for name in "ab":
+        nodes[name] = Node(
+            client, crawl_id, name, buckets=BUCKETS, ttl=10.0, rebalance_every=5.0,
+            rebalance_tolerance=0.25, clock=clocks[name],
+        )  # fmt: skip
+        nodes[name].join()
+    a, b = nodes["a"], nodes["b"]
+    a.sync(Batch())
+    a.sync(Batch(release=[2, 3]))  # b's share of the join: a's highest buckets
+    assert set(b.sync(Batch()).acquired) == {2, 3}
+    # a has 9 requests pending (6 in bucket 0, 3 in bucket 1), b has 1.
+    stores = [(0, f"e0-{i}", b"r", key(i)) for i in range(6)]
+    stores += [(1, f"e1-{i}", b"r", key(10 + i)) for i in range(3)]
+    a.sync(Batch(stores=stores))
+    b.sync(Batch(stores=[(2, "e2", b"r", key(20))]))
+    assert a.bucket_load() == {0: 6, 1: 3, 2: 1}
+    assert a.leads() and not b.leads()
+    # Not before the interval; never by a node that does not lead.
+    assert a.sync(Batch()).rebalanced == 0
+    clocks["b"].now += 5
+    assert b.sync(Batch()).rebalanced == 0
+    clocks["a"].now += 5
+    moved = a.sync(Batch())
+    # One move at most (M / (4 n) = 4 / 8, at least 1): bucket 1, whose load 3 is the
+    # nearest to half the gap of 8. That leaves 6 against 4.
+    assert moved.rebalanced == 1
+    assert moved.owned == frozenset({0})
+    # An ordinary hand-over: b takes bucket 1 only once a released it, with its requests.
+    assert 1 not in b.sync(Batch()).acquired
+    a.sync(Batch(release=[1]))
+    taken = b.sync(Batch())
+    assert set(taken.acquired) == {1}
+    assert sorted(taken.acquired[1][0]) == [(f"e1-{i}", b"r") for i in range(3)]
+    # The gap of 2 is above the tolerance (a quarter of the mean, 1.25), but a's only
+    # bucket holds 6, not below the gap: moving it would only swap the roles. Nothing moves.
+    clocks["a"].now += 5
+    assert a.sync(Batch()).rebalanced == 0
+
+
+def test_bucket_load_counts_a_large_bucket_up_to_the_cap(redis_crawl):
+    from scrapy_twolevel.distributed.buckets import LOAD_CAP
+
+    client, crawl_id = redis_crawl
+    a = node(client, crawl_id, "a")
+    client.hset(f"twolevel:{crawl_id}:q:1", mapping={f"e{i}": b"r" for i in range(LOAD_CAP + 5)})
+    client.hset(f"twolevel:{crawl_id}:q:2", mapping={"e": b"r"})
+    assert a.bucket_load() == {1: LOAD_CAP, 2: 1}

@@ -203,15 +203,21 @@ def test_recrawl_without_the_seed_middleware_stops_with_one_clear_message(
 
 def write_archive(path: Path, clock: ScaledClock, days: float) -> NewsSite:
     """The news site's last ``days`` of articles, as earlier crawls would have recorded them."""
+    history = HistoryStore(path)
+    site = record_archive(history, clock, days)
+    history.close()
+    return site
+
+
+def record_archive(history, clock: ScaledClock, days: float) -> NewsSite:
+    """:func:`write_archive` into any history store (the file's, or Redis's)."""
     site = NewsSite(parse_sections(DEFAULT_SECTIONS), clock, seed=0)
     until = clock()
-    history = HistoryStore(path)
     for section in site.sections:
         for t in site.articles(section, until - days * DAY, until):
             url = f"http://archive.test/{section}/{t}"
             history.record_article(url, seed_key_for(section), t, None)
             history.record_published(url, t)
-    history.close()
     return site
 
 

@@ -20,8 +20,8 @@ def _subcommands() -> dict[str, argparse.ArgumentParser]:
     return dict(commands.choices)
 
 
-def test_both_subcommands_exist() -> None:
-    assert set(_subcommands()) == {"serve", "crawl"}
+def test_every_subcommand_exists() -> None:
+    assert set(_subcommands()) == {"serve", "crawl", "news"}
 
 
 @pytest.mark.parametrize("name", ["serve", "crawl"])
@@ -38,7 +38,7 @@ def test_every_option_has_a_help_text_shown_by_help(name: str) -> None:
         assert first_words in text, action.option_strings
 
 
-@pytest.mark.parametrize("name", ["serve", "crawl"])
+@pytest.mark.parametrize("name", ["serve", "crawl", "news"])
 def test_every_option_is_documented(name: str) -> None:
     docs = DOCS.read_text()
     assert f".. program:: python -m scrapy_twolevel.testing {name}" in docs

@@ -3,7 +3,8 @@
 ``status`` prints the nodes of the crawl (alive or not, buckets owned and held, pending
 requests, inbox length) and the requests pending in buckets nobody holds (a dead node's,
 waiting to be reaped). ``reset`` deletes the crawl's keys, so the next crawl of that id
-starts from scratch; it refuses while a node is alive. The crawl is ``TWOLEVEL_CRAWL_ID``,
+starts from scratch; it keeps the crawl's recrawl history and model (the training data)
+unless given ``--history``, and refuses while a node is alive. The crawl is ``TWOLEVEL_CRAWL_ID``,
 else the spider's name (pass SPIDER, or ``--crawl-id``); Redis is ``TWOLEVEL_REDIS_URL``.
 Read-only apart from ``reset``; nothing read from Redis is unpickled.
 """
@@ -37,6 +38,11 @@ class Command(ScrapyCommand):
         super().add_options(parser)
         parser.add_argument("--crawl-id", default=None, help="the crawl (default: see above)")
         parser.add_argument("--json", action="store_true", help="print JSON")
+        parser.add_argument(
+            "--history",
+            action="store_true",
+            help="reset: also delete the recrawl history and model (kept by default)",
+        )
 
     def run(self, args: list[str], opts: argparse.Namespace) -> None:
         from ..cluster import connect
@@ -63,7 +69,7 @@ class Command(ScrapyCommand):
             self.exitcode = 1
             return
         if args[0] == "reset":
-            self.exitcode = reset(redis, crawl_id)
+            self.exitcode = reset(redis, crawl_id, history=opts.history)
             return
         from ..distributed.node import status
 
@@ -78,6 +84,7 @@ def render(report: dict[str, Any]) -> str:
         f"crawl {report['crawl_id']}: epoch {report['epoch']}, {buckets}, "
         f"{report['pending']} requests pending ({report['pending_unheld']} in unheld buckets), "
         f"{report['seen_keys']} URLs seen"
+        + (f", {report['seed_plans']} seeds planned" if report["seed_plans"] else "")
     ]
     if not report["nodes"]:
         lines.append("no nodes")
@@ -91,7 +98,9 @@ def render(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def reset(redis: Any, crawl_id: str) -> int:
+def reset(redis: Any, crawl_id: str, *, history: bool = False) -> int:
+    """Delete the crawl's keys; the recrawl history and model too with ``history``."""
+    from ..distributed.history import clear_history, history_prefix
     from ..distributed.node import clear_crawl
 
     alive = [k.decode() for k in redis.scan_iter(f"twolevel:{crawl_id}:alive:*")]
@@ -99,4 +108,11 @@ def reset(redis: Any, crawl_id: str) -> int:
         print(f"crawl {crawl_id} has live nodes ({len(alive)}); stop them first")
         return 1
     print(f"deleted {clear_crawl(redis, crawl_id)} keys of crawl {crawl_id}")
+    if history:
+        print(f"deleted {clear_history(redis, crawl_id)} keys of its recrawl history")
+    elif next(iter(redis.scan_iter(f"{history_prefix(crawl_id)}*", count=100)), None):
+        print(
+            f"kept its recrawl history and model ({history_prefix(crawl_id)}*; "
+            "--history deletes them too)"
+        )
     return 0

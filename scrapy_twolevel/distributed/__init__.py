@@ -1,4 +1,6 @@
-"""Distributed crawling (work in progress, see docs/architecture.rst): the bucket table."""
+"""Distributed crawling on Redis (docs/distributed.rst): the pure bucket table here; the
+Redis side in :mod:`.registry`, :mod:`.inbox`, :mod:`.seen_log`, :mod:`.history` and
+:mod:`.node`, and the scheduler's side in :mod:`scrapy_twolevel.cluster`."""
 
 from .buckets import BucketTable, Move, bucket_of
 

@@ -38,18 +38,21 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from .buckets import LOAD_CAP
+from .history import HistoryWrites, delete_matching
 from .inbox import Entry, Inbox
 from .registry import NotAMember, Registry
 from .seen_log import KEY_SIZE, SeenLog, unpack_keys
 
 #: KEYS: none (one Redis instance, not Cluster: the keys are built from the prefix).
-#: ARGV: prefix, node, then counts of stores, routes, acks, dones, then their fields.
-#: Returns ``{status, stored, refused, bad_route_1, ...}``; status -1: not a member.
+#: ARGV: prefix, node, then counts of stores, routes, acks, dones, plans, then their
+#: fields. Returns ``{status, stored, refused, bad_route_1, ...}``; status -1: not a member.
 COMMIT_SCRIPT = """
 local p, me = ARGV[1], ARGV[2]
 if redis.call('SISMEMBER', p .. 'members', me) == 0 then return {-1, 0, 0} end
-local ns, nr, na, nd = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
-local i = 7
+local ns, nr, na = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
+local nd, np = tonumber(ARGV[6]), tonumber(ARGV[7])
+local i = 8
 local held = {}
 local function holds(b)
   local v = held[b]
@@ -101,6 +104,16 @@ for _ = 1, nd do
   end
   i = i + 2
 end
+for _ = 1, np do
+  local b = ARGV[i]
+  if holds(b) then
+    redis.call('HSET', p .. 'plans:' .. b, ARGV[i + 1], ARGV[i + 2])
+    redis.call('SADD', p .. 'planned', b)
+  else
+    refused = refused + 1
+  end
+  i = i + 3
+end
 if added ~= 0 then redis.call('INCRBY', p .. 'pending', added) end
 result[2], result[3] = stored, refused
 return result
@@ -108,8 +121,8 @@ return result
 
 #: ARGV: prefix, node, buckets. Takes each bucket that is free, already this node's, or
 #: held by a node that is no longer a member. Returns ``{taken, loaded}``: the buckets
-#: taken, and for those with content ``bucket, {id, request, ...}, packed seen keys``
-#: (most buckets are empty: only their number crosses the wire).
+#: taken, and for those with content ``bucket, {id, request, ...}, packed seen keys,
+#: {seed, plan, ...}`` (most buckets are empty: only their number crosses the wire).
 ACQUIRE_SCRIPT = """
 local p, me = ARGV[1], ARGV[2]
 local members = {}
@@ -136,6 +149,7 @@ for first = 3, #ARGV, CHUNK do
         loaded[#loaded + 1] = b
         loaded[#loaded + 1] = redis.call('HGETALL', p .. 'q:' .. b)
         loaded[#loaded + 1] = seen[k]
+        loaded[#loaded + 1] = redis.call('HGETALL', p .. 'plans:' .. b)
       end
     end
   end
@@ -187,17 +201,22 @@ class Batch:
     dones: list[tuple[int, str]] = field(default_factory=list)
     #: Held buckets this node no longer owns and has drained.
     release: list[int] = field(default_factory=list)
+    #: Recrawl history records and seed plans (:mod:`.history`), with ``TWOLEVEL_RECRAWL``.
+    history: HistoryWrites = field(default_factory=HistoryWrites)
     #: Ask whether the whole crawl is out of work (this node is).
     check_idle: bool = False
 
     def __bool__(self) -> bool:
-        return bool(self.stores or self.routes or self.acks or self.dones or self.release)
+        return bool(
+            self.stores or self.routes or self.acks or self.dones or self.release or self.history
+        )
 
     def prepend(self, earlier: Batch) -> None:
         """Put a batch that failed back in front of what was collected since."""
         self.stores[:0], self.routes[:0] = earlier.stores, earlier.routes
         self.acks[:0], self.dones[:0] = earlier.acks, earlier.dones
         self.release[:0] = earlier.release
+        self.history.prepend(earlier.history)
 
 
 @dataclass
@@ -208,6 +227,8 @@ class SyncResult:
     owned: frozenset[int] = frozenset()
     #: Buckets taken this tick: their pending entries ``(id, data)`` and seen keys.
     acquired: dict[int, tuple[list[tuple[str, bytes]], list[bytes]]] = field(default_factory=dict)
+    #: The stored seed plans (``HGETALL plans:<bucket>``) of the buckets taken that have any.
+    plans: dict[int, dict[bytes, bytes]] = field(default_factory=dict)
     released: list[int] = field(default_factory=list)
     received: list[Entry] = field(default_factory=list)
     stored: int = 0
@@ -223,6 +244,10 @@ class SyncResult:
     rerouted: int = 0
     #: Whether the whole crawl is out of work (only when asked).
     idle: bool | None = None
+    #: Whether seeds are planned anywhere in the crawl (asked when it is out of work).
+    planned: bool | None = None
+    #: Buckets this node (the leader) moved by measured load this tick.
+    rebalanced: int = 0
     round_trips: int = 0
     #: CPU seconds the tick took in its thread (client-side cost of the Redis I/O).
     cpu: float = 0.0
@@ -239,8 +264,14 @@ class Node:
         *,
         buckets: int,
         ttl: float,
+        rebalance_every: float = 0.0,
+        rebalance_tolerance: float = 0.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        """``rebalance_every``: seconds between two rebalances of the table by pending
+        requests per bucket, made by the crawl's leader (0: never; see :meth:`rebalance`);
+        ``rebalance_tolerance``: the imbalance left alone, as a share of the mean node load
+        (the crawl passes ``TWOLEVEL_REBALANCE_TOLERANCE``)."""
         self.redis = redis
         self.crawl_id = crawl_id
         self.node_id = node_id
@@ -256,6 +287,9 @@ class Node:
         self._release_all = redis.register_script(RELEASE_ALL_SCRIPT)
         self._beat_at = float("-inf")
         self._reap_at = float("-inf")
+        self.rebalance_every = rebalance_every
+        self.rebalance_tolerance = rebalance_tolerance
+        self._rebalance_at = clock()  # the first one after a full interval
         self.held: set[int] = set()
 
     # -- membership --------------------------------------------------------------------
@@ -332,6 +366,11 @@ class Node:
                 result.round_trips += 3
         result.round_trips += 1
         self.registry.refresh()
+        if self.rebalance_every and now - self._rebalance_at >= self.rebalance_every:
+            self._rebalance_at = now
+            if self.leads():
+                result.round_trips += 3  # the loads, and the table's transaction
+                result.rebalanced = len(self.rebalance())
         try:
             self._commit_batch(batch, result)
         except NotAMember:
@@ -352,6 +391,9 @@ class Node:
         if batch.check_idle and not result.received:
             result.round_trips += 1
             result.idle = self.crawl_idle()
+            if result.idle:
+                result.round_trips += 1
+                result.planned = bool(self.redis.exists(f"{self.prefix}planned"))
         return result
 
     def _rejoin(self, batch: Batch, result: SyncResult) -> Batch:
@@ -363,7 +405,11 @@ class Node:
         result.dropped_leases += len(batch.dones)
         result.dropped_stores += len(batch.stores)
         result.round_trips += 7
-        return Batch(routes=batch.routes)
+        # The history records are observations, whoever made them: kept. Plans are not.
+        history = HistoryWrites(
+            batch.history.fetches, batch.history.articles, batch.history.published
+        )
+        return Batch(routes=batch.routes, history=history)
 
     def flush(self, batch: Batch) -> SyncResult:
         """Commit ``batch`` only (the last one, before leaving)."""
@@ -373,13 +419,17 @@ class Node:
         return result
 
     def _commit_batch(self, batch: Batch, result: SyncResult) -> None:
+        # The history first: sent again if the commit fails, it changes nothing twice.
+        result.round_trips += batch.history.send(self.redis, self.crawl_id)
         routes = batch.routes
+        plans = batch.history.plans
         for _attempt in range(3):
-            if not (batch.stores or routes or batch.acks or batch.dones):
+            if not (batch.stores or routes or batch.acks or batch.dones or plans):
                 return
             table = self.registry.table
             args: list[Any] = [self.prefix, self.node_id]
             args += [len(batch.stores), len(routes), len(batch.acks), len(batch.dones)]
+            args.append(len(plans))
             for bucket, entry_id, data, key in batch.stores:
                 args += [bucket, entry_id, data, key]
             for bucket, host, data in routes:
@@ -387,6 +437,8 @@ class Node:
             args += batch.acks
             for bucket, entry_id in batch.dones:
                 args += [bucket, entry_id]
+            for bucket, seed, plan in plans:
+                args += [bucket, seed, plan]
             result.round_trips += 1
             reply = self._commit(args=args)
             if reply[0] == -1:
@@ -397,7 +449,7 @@ class Node:
             result.routed += len(routes) - len(bad)
             # Routed with a stale table (the owner left): read the table and send again.
             routes = [r for i, r in enumerate(routes) if i in bad]
-            batch = Batch(routes=routes)
+            batch, plans = Batch(routes=routes), []
             if routes:
                 result.round_trips += 1
                 self.registry.refresh()
@@ -410,10 +462,13 @@ class Node:
         result.round_trips += 1
         taken, loaded = self._call(self._acquire, buckets) or ([], [])
         content: dict[int, tuple[list[tuple[str, bytes]], list[bytes]]] = {}
-        for i in range(0, len(loaded), 3):
+        for i in range(0, len(loaded), 4):
             bucket, flat, packed = int(loaded[i]), loaded[i + 1], loaded[i + 2]
             entries = [(flat[j].decode(), flat[j + 1]) for j in range(0, len(flat), 2)]
             content[bucket] = (entries, unpack_keys(packed, self.seen_log.key(bucket)))
+            plans = loaded[i + 3]
+            if plans:
+                result.plans[bucket] = {plans[j]: plans[j + 1] for j in range(0, len(plans), 2)}
         for raw in taken:
             bucket = int(raw)
             result.acquired[bucket] = content.get(bucket, ([], []))
@@ -423,6 +478,40 @@ class Node:
         if not buckets:
             return []
         return script(args=[self.prefix, self.node_id, *buckets])
+
+    # -- balance by load ------------------------------------------------------------------
+
+    def leads(self) -> bool:
+        """Whether this node rebalances the table: the first member by id, of two or more
+        (every node sees the same table, so exactly one leads)."""
+        nodes = self.registry.table.nodes
+        return len(nodes) >= 2 and nodes[0] == self.node_id
+
+    def bucket_load(self) -> dict[int, int]:
+        """Pending requests per bucket (queued or leased), read from Redis: what is left to
+        crawl in each, counted up to :data:`.buckets.LOAD_CAP`. Buckets with none are left
+        out."""
+        keys = list(self.redis.scan_iter(f"{self.prefix}q:*", count=1000))
+        pipe = self.redis.pipeline(transaction=False)
+        for key in keys:
+            pipe.hlen(key)
+        load = {}
+        for key, size in zip(keys, pipe.execute() if keys else (), strict=True):
+            if size:
+                load[int(key.rsplit(b":", 1)[1])] = min(int(size), LOAD_CAP)
+        return load
+
+    def rebalance(self) -> list[Any]:
+        """Move buckets from the node with the most pending requests to the one with the
+        fewest (:meth:`.BucketTable.rebalance`), at most ``M / (4 n)`` at a time; the moves.
+
+        A move is an ordinary hand-over: the old holder drains and releases the bucket,
+        then the new owner loads it, so no host is ever served by two nodes."""
+        table = self.registry.table
+        max_moves = max(1, table.size // (4 * len(table.nodes)))
+        return self.registry.rebalance(
+            self.bucket_load(), max_moves=max_moves, tolerance=self.rebalance_tolerance
+        )
 
     def _live_owner(self, host: str) -> str | None:
         return self.registry.table.owner_of_host(host)
@@ -459,11 +548,8 @@ class Node:
 
 
 def clear_crawl(redis: Any, crawl_id: str) -> int:
-    """Delete every key of crawl ``crawl_id``; the number deleted."""
-    keys = list(redis.scan_iter(f"twolevel:{crawl_id}:*", count=1000))
-    for i in range(0, len(keys), 1000):
-        redis.delete(*keys[i : i + 1000])
-    return len(keys)
+    """Delete every key of crawl ``crawl_id`` (not its recrawl history); the number deleted."""
+    return delete_matching(redis, f"twolevel:{crawl_id}:*")
 
 
 def status(redis: Any, crawl_id: str) -> dict[str, Any]:
@@ -503,9 +589,13 @@ def status(redis: Any, crawl_id: str) -> dict[str, Any]:
     seen = sum(
         int(redis.strlen(k)) // KEY_SIZE for k in redis.scan_iter(f"{prefix}seen:*", count=1000)
     )
+    seed_plans = sum(
+        int(redis.hlen(f"{prefix}plans:{b.decode()}")) for b in redis.smembers(f"{prefix}planned")
+    )
     return {
         "crawl_id": crawl_id,
         "seen_keys": seen,
+        "seed_plans": seed_plans,
         "epoch": int(redis.get(f"{prefix}epoch") or 0),
         "buckets": table.size if table else None,
         "nodes": nodes,

@@ -8,10 +8,11 @@ Keys, under ``twolevel:<crawl id>:``:
 - ``members``: the set of node ids the table gives buckets to;
 - ``alive:<node>``: a key with a time to live, renewed by each heartbeat.
 
-A change (join, leave, reaping the dead) reads the table under ``WATCH``, applies the pure
-table method, and writes it back in ``MULTI``/``EXEC``; a concurrent change makes ``EXEC``
-fail and the change is retried on the new table. So every node sees the same sequence of
-tables, and every bucket has exactly one owner in each.
+A change (join, leave, reaping the dead, a rebalance by load) reads the table under
+``WATCH``, applies the pure table method, and writes it back in ``MULTI``/``EXEC``; a
+concurrent change makes ``EXEC`` fail and the change is retried on the new table. So
+every node sees the same sequence of tables, and every bucket has exactly one owner in
+each.
 
 A node whose ``alive`` key expired (it stopped, or could not reach Redis for ``ttl``
 seconds) is reaped by any other node: its buckets go to the live ones. Its own next
@@ -26,7 +27,7 @@ No Scrapy here; the clock is injectable.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from .buckets import BucketTable, Move
@@ -118,6 +119,15 @@ class Registry:
                 reaped[member] = moves
         return reaped
 
+    def rebalance(
+        self, load: Mapping[int, float], *, max_moves: int, tolerance: float
+    ) -> list[Move]:
+        """Move buckets by measured load (:meth:`BucketTable.rebalance`), in one transaction
+        with the table as it is in Redis; the moves made."""
+        return self._change(
+            lambda table: table.rebalance(load, max_moves=max_moves, tolerance=tolerance)
+        )
+
     # -- the table ------------------------------------------------------------------------
 
     def refresh(self) -> bool:
@@ -181,6 +191,8 @@ class Registry:
                             f"was configured with {self.buckets}: use the same bucket count"
                         )
                     moves = change(table)
+                    if not moves and add is None and remove is None:
+                        return []  # nothing changed: no new epoch for every node to read
                     emptied = remove is not None and len(table.nodes) == 1 and remove in table.nodes
                     pipe.multi()
                     if emptied:

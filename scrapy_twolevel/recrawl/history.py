@@ -61,6 +61,9 @@ class Plan:
 class HistoryStore:
     """The history file of one crawl (or of every crawl of one spider, without JOBDIR)."""
 
+    #: Read only from the thread that opened it (a SQLite connection's rule).
+    thread_safe = False
+
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         existed = self.path.exists() and self.path.stat().st_size > 0

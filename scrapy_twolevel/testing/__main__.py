@@ -2,7 +2,8 @@
 
 ``serve`` runs a server until SIGINT/SIGTERM and announces itself (port, seeds, control URL)
 on stdout and, atomically, in ``--ready-file``, so a test or benchmark in another process can
-wait for the file instead of sleeping. ``crawl`` serves a web and crawls it with
+wait for the file instead of sleeping; ``news`` does the same for the recrawl news site.
+``crawl`` serves a web and crawls it with
 :class:`~scrapy_twolevel.testing.spider.TestWebSpider` in this one process and reactor, then
 writes the :class:`~scrapy_twolevel.testing.spider.CrawlResult` as JSON and prints a one-line
 JSON summary of what the server saw. Every option has a help text (``--help``); the
@@ -48,6 +49,14 @@ def _serve(args: argparse.Namespace) -> int:
     server = TestWebServer(_web_from_args(args), delay_scale=args.delay_scale, reactor=reactor)
     port = server.start(args.port)
     reactor.addSystemEventTrigger("before", "shutdown", server.stop)
+    ready = {"port": port, "seeds": server.seeds_urls, "control": server.control_url}
+    return _run_until_signalled(ready, args.ready_file)
+
+
+def _run_until_signalled(ready: dict[str, Any], ready_file: str | None) -> int:
+    """Announce ``ready`` (stdout, and ``ready_file`` atomically), then run the reactor
+    until SIGINT or SIGTERM."""
+    from twisted.internet import reactor
 
     def shutdown(signum: int, frame: object) -> None:
         reactor.callFromThread(reactor.stop)
@@ -57,12 +66,28 @@ def _serve(args: argparse.Namespace) -> int:
     # are installed before announcing readiness, so a signal sent right after is handled.
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, shutdown)
-    ready = json.dumps({"port": port, "seeds": server.seeds_urls, "control": server.control_url})
-    if args.ready_file:
-        write_atomically(args.ready_file, ready)
-    print(ready, flush=True)
+    line = json.dumps(ready)
+    if ready_file:
+        write_atomically(ready_file, line)
+    print(line, flush=True)
     reactor.run(installSignalHandlers=False)
     return 0
+
+
+def _serve_news(args: argparse.Namespace) -> int:
+    from ..recrawl.clock import ScaledClock
+    from .news import NewsSite, listen_news_site, parse_sections
+
+    try:
+        sections = parse_sections(args.sections)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    site = NewsSite(sections, ScaledClock(args.time_scale, args.time_origin), args.seed)
+    port = listen_news_site(site, args.port).getHost().port
+    base = f"http://127.0.0.1:{port}"
+    seeds = [f"{base}/{name}/" for name in site.sections]
+    return _run_until_signalled({"port": port, "url": base, "seeds": seeds}, args.ready_file)
 
 
 def _crawl(args: argparse.Namespace) -> int:
@@ -218,6 +243,39 @@ def build_parser() -> argparse.ArgumentParser:
         "as a user's Ctrl-C (default: crawl to the end)",
     )
     crawl.set_defaults(func=_crawl)
+    news = commands.add_parser(
+        "news",
+        help="serve the recrawl news site until SIGINT/SIGTERM",
+        description="Serve the recrawl news site (scrapy_twolevel.testing.news) on its "
+        "sped-up clock until SIGINT/SIGTERM, for crawls in other processes "
+        "(TWOLEVEL_TESTWEB_NEWS_URL).",
+    )
+    news.add_argument(
+        "--sections",
+        default="day:120,night:120",
+        help="profile:articles-per-day, comma-separated (default: %(default)s)",
+    )
+    news.add_argument("--seed", type=int, default=0, help="the site's seed (default: 0)")
+    news.add_argument(
+        "--time-scale",
+        type=_number(float, "a number > 0", lambda v: v > 0),
+        default=3600.0,
+        help="site seconds per real second, as TWOLEVEL_RECRAWL_TIME_SCALE (default: %(default)s)",
+    )
+    news.add_argument(
+        "--time-origin",
+        type=float,
+        default=1_790_000_000.0,
+        help="epoch seconds, as TWOLEVEL_RECRAWL_TIME_ORIGIN (default: %(default)s, the "
+        "example project's)",
+    )
+    news.add_argument("--port", type=_PORT, default=0, help="0 (the default): any free port")
+    news.add_argument(
+        "--ready-file",
+        metavar="PATH",
+        help="also write the ready JSON line ({port, url, seeds}) to PATH, atomically",
+    )
+    news.set_defaults(func=_serve_news)
     return parser
 
 

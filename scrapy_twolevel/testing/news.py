@@ -54,6 +54,9 @@ SEED_SETTING = "TWOLEVEL_TESTWEB_NEWS_SEED"
 PORT_SETTING = "TWOLEVEL_TESTWEB_NEWS_PORT"
 #: Sections whose list page answers 503 (to test seeds that fail).
 FAILING_SETTING = "TWOLEVEL_TESTWEB_NEWS_FAILING"
+#: Crawl the site served at this URL (``python -m scrapy_twolevel.testing news``) instead
+#: of serving one: the nodes of a distributed crawl share one site.
+URL_SETTING = "TWOLEVEL_TESTWEB_NEWS_URL"
 #: With JOBDIR, the port is kept here: the requests planned in the JOBDIR name it.
 PORT_FILE = "newssite.json"
 DEFAULT_SECTIONS = "day:120,night:120"
@@ -190,6 +193,17 @@ def _site_resource(site: NewsSite) -> Any:
     return _Page()
 
 
+def listen_news_site(site: NewsSite, port: int = 0) -> Any:
+    """Serve ``site`` on 127.0.0.1:``port`` (0: any free port) with the running reactor,
+    without access log lines; the listening port."""
+    from twisted.internet import reactor
+    from twisted.web.server import Site
+
+    web = Site(_site_resource(site))
+    web.log = lambda request: None
+    return reactor.listenTCP(port, web, interface="127.0.0.1")  # type: ignore[attr-defined]
+
+
 class EmbeddedNewsSite:
     """Extension: serves the news site on 127.0.0.1 during the crawl and seeds the spider.
 
@@ -197,20 +211,23 @@ class EmbeddedNewsSite:
     articles per day), ``TWOLEVEL_TESTWEB_NEWS_SEED`` (0), and the planner clock's
     ``TWOLEVEL_RECRAWL_TIME_SCALE`` / ``TWOLEVEL_RECRAWL_TIME_ORIGIN``;
     ``TWOLEVEL_TESTWEB_NEWS_PORT`` (0: any free port; with JOBDIR, the first run's port);
-    ``TWOLEVEL_TESTWEB_NEWS_FAILING`` (sections whose list page answers 503).
+    ``TWOLEVEL_TESTWEB_NEWS_FAILING`` (sections whose list page answers 503);
+    ``TWOLEVEL_TESTWEB_NEWS_URL``: serve nothing, crawl the site served there (with the
+    same sections) instead.
     """
 
-    def __init__(self, site: NewsSite, port: int = 0, jobdir: str | None = None) -> None:
-        from twisted.internet import reactor
-        from twisted.web.server import Site
-
+    def __init__(
+        self, site: NewsSite, port: int = 0, jobdir: str | None = None, url: str | None = None
+    ) -> None:
         self.site = site
-        web = Site(_site_resource(site))
-        web.log = lambda request: None  # no access log lines in the crawl's log
+        self.url = url.rstrip("/") if url else None
+        self.port: Any = None
+        if self.url is not None:
+            return
         state = Path(jobdir, PORT_FILE) if jobdir else None
         if state is not None and state.exists() and not port:
             port = int(json.loads(state.read_text())["port"])
-        self.port = reactor.listenTCP(port, web, interface="127.0.0.1")  # type: ignore[attr-defined]
+        self.port = listen_news_site(site, port)
         if state is not None:
             state.parent.mkdir(parents=True, exist_ok=True)
             state.write_text(json.dumps({"port": self.port.getHost().port}))
@@ -235,6 +252,7 @@ class EmbeddedNewsSite:
             ),
             settings.getint(PORT_SETTING, 0),
             job_dir(settings),
+            settings.get(URL_SETTING) or None,
         )
         crawler.signals.connect(ext.spider_opened, signals.spider_opened)
         crawler.signals.connect(ext.engine_stopped, signals.engine_stopped)
@@ -242,13 +260,16 @@ class EmbeddedNewsSite:
 
     @property
     def base_url(self) -> str:
+        if self.url is not None:
+            return self.url
         return f"http://127.0.0.1:{self.port.getHost().port}"
 
     def spider_opened(self, spider: scrapy.Spider) -> None:
         spider.start_urls = [f"{self.base_url}/{name}/" for name in self.site.sections]
 
     def engine_stopped(self) -> None:
-        self.port.stopListening()
+        if self.port is not None:
+            self.port.stopListening()
 
 
 def seed_key_for(section: str) -> str:
