@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections import Counter
 from datetime import datetime
 from pathlib import Path
 
@@ -129,6 +130,11 @@ def owners(client, crawl_id):
     return BucketTable.from_json(client.get(f"twolevel:{crawl_id}:table")).counts()
 
 
+def holders(client, crawl_id):
+    """Buckets per node that holds them (took them after their previous holder let go)."""
+    return Counter(h.decode() for h in client.hvals(f"twolevel:{crawl_id}:holders"))
+
+
 def fetched(server):
     return server.stats().fetch_counts()
 
@@ -210,10 +216,13 @@ def twolevel_command(action, crawl_id, setting, *args):
 
 
 def test_node_started_mid_crawl_takes_a_share(tmp_path, web_server, redis_crawl, redis_url):
-    _, crawl_id = redis_crawl
+    client, crawl_id = redis_crawl
     web = slow_web()
     server = web_server(web)
     first = start_one_by_one(tmp_path, ["n0", "n1"], server, redis_url, crawl_id)
+    # n1 holds its half (n0 drained and released it), so both give what the newcomer takes.
+    half = {"n0": BUCKETS // 2, "n1": BUCKETS // 2}
+    wait_until(lambda: holders(client, crawl_id) == half, "the hand-over to n1")
     wait_until(lambda: server.stats().total.responses_total >= 60, "60 responses")
     late = Node(tmp_path, "late", server, redis_url, crawl_id)
     stats = [node.finished() for node in first]
