@@ -169,8 +169,8 @@ class Cluster:
         self._arm(self.config.sync_interval)
         logger.info(
             "Joined crawl %(crawl)s as node %(node)s: the table gives it %(owned)d of "
-            "%(buckets)d buckets; it holds %(held)d (the others are taken as their "
-            "previous holders hand them over)",
+            "%(buckets)d buckets; it holds %(held)d of them now and takes the rest as "
+            "their previous holders hand them over",
             {
                 "crawl": self.crawl_id,
                 "node": self.node_id,
