@@ -15,13 +15,12 @@ import signal
 import subprocess
 import sys
 import time
-from collections import Counter
 from datetime import datetime
 from pathlib import Path
 
 import pytest
 
-from scrapy_twolevel.distributed.buckets import BucketTable
+from scrapy_twolevel.distributed.node import status
 from scrapy_twolevel.testing.process import ServerProcess
 from scrapy_twolevel.testing.web import HostProfile, generate_web
 
@@ -121,18 +120,11 @@ def wait_until(condition, what, timeout=60.0):
         time.sleep(0.05)
 
 
-def members(client, crawl_id):
-    return {m.decode() for m in client.smembers(f"twolevel:{crawl_id}:members")}
-
-
-def owners(client, crawl_id):
-    """Buckets per node in the crawl's table in Redis, the ground truth of ownership."""
-    return BucketTable.from_json(client.get(f"twolevel:{crawl_id}:table")).counts()
-
-
-def holders(client, crawl_id):
-    """Buckets per node that holds them (took them after their previous holder let go)."""
-    return Counter(h.decode() for h in client.hvals(f"twolevel:{crawl_id}:holders"))
+def buckets(client, crawl_id, column="buckets_owned"):
+    """Buckets per member node, as ``scrapy twolevel status`` reads them from Redis:
+    ``buckets_owned`` (the table: the ground truth of ownership) or ``buckets_held`` (taken
+    after their previous holder let go)."""
+    return {node: row[column] for node, row in status(client, crawl_id)["nodes"].items()}
 
 
 def fetched(server):
@@ -222,7 +214,7 @@ def test_node_started_mid_crawl_takes_a_share(tmp_path, web_server, redis_crawl,
     first = start_one_by_one(tmp_path, ["n0", "n1"], server, redis_url, crawl_id)
     # n1 holds its half (n0 drained and released it), so both give what the newcomer takes.
     half = {"n0": BUCKETS // 2, "n1": BUCKETS // 2}
-    wait_until(lambda: holders(client, crawl_id) == half, "the hand-over to n1")
+    wait_until(lambda: buckets(client, crawl_id, "buckets_held") == half, "the hand-over to n1")
     wait_until(lambda: server.stats().total.responses_total >= 60, "60 responses")
     late = Node(tmp_path, "late", server, redis_url, crawl_id)
     stats = [node.finished() for node in first]
@@ -294,7 +286,7 @@ def test_graceful_leave_hands_buckets_over(tmp_path, web_server, redis_crawl, re
     # The leaver handed its buckets over as it left: the two that stay hold every one.
     # (Read now, from the table: at the crawl's end the first of them to leave hands its
     # buckets to the other too, so their stats cannot tell.)
-    assert owners(client, crawl_id) == {"n0": BUCKETS // 2, "n1": BUCKETS - BUCKETS // 2}
+    assert buckets(client, crawl_id) == {"n0": BUCKETS // 2, "n1": BUCKETS - BUCKETS // 2}
     stats = [node.finished() for node in stay]
 
     assert set(fetched(server)) == web.reachable()
@@ -324,9 +316,8 @@ def test_sigkill_mid_crawl_loses_nothing(tmp_path, web_server, redis_crawl, redi
     assert victim.wait() == -signal.SIGKILL
     # Reaped once its heartbeat expired: the survivors hold every bucket (read from the
     # table now; at the crawl's end the first survivor to leave hands its own over).
-    wait_until(lambda: members(client, crawl_id) == {"n0", "n1"}, "the victim to be reaped")
-    assert sum(owners(client, crawl_id).values()) == BUCKETS
-    assert set(owners(client, crawl_id)) == {"n0", "n1"}
+    wait_until(lambda: set(buckets(client, crawl_id)) == {"n0", "n1"}, "the victim to be reaped")
+    assert sum(buckets(client, crawl_id).values()) == BUCKETS
     stats = [node.finished() for node in stay]
 
     counts = fetched(server)
@@ -355,7 +346,7 @@ def test_sigstop_past_ttl_loses_buckets_and_rejoins(tmp_path, web_server, redis_
         LEASES_FILE=str(tmp_path / "paused.leases"),
     )
     wait_until(lambda: _process_state(paused.proc.pid) == "T", "the node to stop itself")
-    wait_until(lambda: "paused" not in members(client, crawl_id), "the paused node to be reaped")
+    wait_until(lambda: "paused" not in buckets(client, crawl_id), "the paused node to be reaped")
     paused.proc.send_signal(signal.SIGCONT)
     stats = [node.finished() for node in stay]
     late = paused.finished()
