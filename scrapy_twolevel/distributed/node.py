@@ -491,15 +491,8 @@ class Node:
         """Pending requests per bucket (queued or leased), read from Redis: what is left to
         crawl in each, counted up to :data:`.buckets.LOAD_CAP`. Buckets with none are left
         out."""
-        keys = list(self.redis.scan_iter(f"{self.prefix}q:*", count=1000))
-        pipe = self.redis.pipeline(transaction=False)
-        for key in keys:
-            pipe.hlen(key)
-        load = {}
-        for key, size in zip(keys, pipe.execute() if keys else (), strict=True):
-            if size:
-                load[int(key.rsplit(b":", 1)[1])] = min(int(size), LOAD_CAP)
-        return load
+        pending = pending_per_bucket(self.redis, self.prefix)
+        return {bucket: min(size, LOAD_CAP) for bucket, size in pending.items()}
 
     def rebalance(self) -> list[Any]:
         """Move buckets from the node with the most pending requests to the one with the
@@ -547,6 +540,22 @@ class Node:
         return idle
 
 
+def pending_per_bucket(redis: Any, prefix: str) -> dict[int, int]:
+    """Pending requests (queued or leased) per bucket with any, read in one pipeline: the
+    leader's measured load and ``scrapy twolevel status``'s pending column."""
+    keys = list(redis.scan_iter(f"{prefix}q:*", count=1000))
+    if not keys:
+        return {}
+    pipe = redis.pipeline(transaction=False)
+    for key in keys:
+        pipe.hlen(key)
+    return {
+        int(key.rsplit(b":", 1)[1]): int(size)
+        for key, size in zip(keys, pipe.execute(), strict=True)
+        if size
+    }
+
+
 def clear_crawl(redis: Any, crawl_id: str) -> int:
     """Delete every key of crawl ``crawl_id`` (not its recrawl history); the number deleted."""
     return delete_matching(redis, f"twolevel:{crawl_id}:*")
@@ -577,9 +586,7 @@ def status(redis: Any, crawl_id: str) -> dict[str, Any]:
         }
     pending_total = 0
     unheld = 0
-    for raw_key in redis.scan_iter(f"{prefix}q:*", count=1000):
-        bucket = int(raw_key.decode().rsplit(":", 1)[1])
-        size = int(redis.hlen(raw_key))
+    for bucket, size in pending_per_bucket(redis, prefix).items():
         pending_total += size
         holder = holders.get(bucket)
         if holder in nodes:
