@@ -285,13 +285,9 @@ class RedisHistoryStore:
         pipe = self.redis.pipeline(transaction=False)
         pipe.zcard(f"{self.prefix}fetches")
         pipe.hlen(f"{self.prefix}articles")
-        pipe.smembers(f"{self.crawl_prefix}planned")
-        fetches, articles, planned = pipe.execute()
-        pipe = self.redis.pipeline(transaction=False)
-        for bucket in planned:
-            pipe.hlen(f"{self.crawl_prefix}plans:{bucket.decode()}")
-        plans = sum(pipe.execute()) if planned else 0
-        return {"fetches": int(fetches), "articles": int(articles), "plans": int(plans)}
+        fetches, articles = pipe.execute()
+        plans = stored_plans(self.redis, self.crawl_prefix)
+        return {"fetches": int(fetches), "articles": int(articles), "plans": plans}
 
 
 class RedisModelStore:
@@ -318,6 +314,17 @@ class RedisModelStore:
 
     def save(self, predictor: RecrawlPredictor) -> None:
         self.redis.set(self.key, json.dumps(predictor.to_dict(), allow_nan=False))
+
+
+def stored_plans(redis: Any, crawl_prefix: str) -> int:
+    """Seed plans stored over all buckets of the crawl under ``crawl_prefix``."""
+    planned = redis.smembers(f"{crawl_prefix}planned")
+    if not planned:
+        return 0
+    pipe = redis.pipeline(transaction=False)
+    for bucket in planned:
+        pipe.hlen(f"{crawl_prefix}plans:{bucket.decode()}")
+    return int(sum(pipe.execute()))
 
 
 def delete_matching(redis: Any, pattern: str) -> int:

@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .buckets import LOAD_CAP
-from .history import HistoryWrites, delete_matching
+from .history import HistoryWrites, delete_matching, stored_plans
 from .inbox import Entry, Inbox
 from .registry import NotAMember, Registry
 from .seen_log import KEY_SIZE, SeenLog, unpack_keys
@@ -596,9 +596,7 @@ def status(redis: Any, crawl_id: str) -> dict[str, Any]:
     seen = sum(
         int(redis.strlen(k)) // KEY_SIZE for k in redis.scan_iter(f"{prefix}seen:*", count=1000)
     )
-    seed_plans = sum(
-        int(redis.hlen(f"{prefix}plans:{b.decode()}")) for b in redis.smembers(f"{prefix}planned")
-    )
+    seed_plans = stored_plans(redis, prefix)
     return {
         "crawl_id": crawl_id,
         "seen_keys": seen,
