@@ -29,19 +29,19 @@ import hashlib
 import json
 import random
 import statistics
-import sys
 import time
 import zlib
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent))
+import harness
+from harness import DOCS_RESULTS, RESULTS
+from harness.report import save_figure
+
+harness.use_checkout()
 
 from scrapy_twolevel.distributed.buckets import BucketTable, bucket_of  # noqa: E402
 
-RESULTS = HERE / "results"
-DOCS_RESULTS = HERE.parent / "docs" / "results"
 NAME = "bucket_schemes"
 SEED = 20261123
 BUCKETS = 16384
@@ -222,9 +222,7 @@ def plot(data: dict, path: Path) -> None:
     ax2.set(xlabel="nodes", ylabel="load spread (max-min)/mean")
     ax1.legend(fontsize=7)
     ax2.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    save_figure(fig, path)
 
 
 def main(argv: list[str] | None = None) -> int:

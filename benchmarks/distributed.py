@@ -50,18 +50,18 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(HERE))
+import harness
+from harness import BENCH as HERE
+from harness import DOCS_RESULTS, RESULTS, ROOT
+from harness.report import save_figure
+
+harness.use_checkout()
 
 from reporting import environment, markdown, rst  # noqa: E402
-from scrapy_twolevel.testing.process import ServerProcess  # noqa: E402
-from scrapy_twolevel.testing.web import HostProfile, generate_web  # noqa: E402
+from scrapy_twolevel.testweb.process import ServerProcess  # noqa: E402
+from scrapy_twolevel.testweb.web import HostProfile, generate_web  # noqa: E402
 
 PROJECT = ROOT / "example_project"
-RESULTS = HERE / "results"
-DOCS_RESULTS = ROOT / "docs" / "results"
 WINDOW = 1.0
 
 VARIANT_SETTINGS: dict[str, dict[str, Any]] = {
@@ -450,9 +450,7 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
     for ax in axes:
         ax.legend()
         ax.grid(alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(fig, path, dpi=110)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -43,17 +43,15 @@ from collections import deque
 from pathlib import Path
 from typing import Any
 
-HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(HERE))
+import harness
+from harness import DOCS_RESULTS, RESULTS
+
+harness.use_checkout()
 
 from reporting import environment, markdown, rst  # noqa: E402
 from scrapy_twolevel.distributed import BucketTable, bucket_of  # noqa: E402
 from scrapy_twolevel.distributed.buckets import LOAD_CAP  # noqa: E402
 
-RESULTS = HERE / "results"
-DOCS_RESULTS = ROOT / "docs" / "results"
 WINDOW = 10.0
 #: The rebalanced runs: the leader's interval (TWOLEVEL_REBALANCE_INTERVAL's default).
 REBALANCE_EVERY = 30.0

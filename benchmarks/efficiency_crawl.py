@@ -41,8 +41,6 @@ from __future__ import annotations
 import argparse
 import functools
 import json
-import os
-import shlex
 import subprocess
 import sys
 import tempfile
@@ -53,10 +51,11 @@ from typing import Any
 import reporting as report
 from crawlsim.des import VARIANTS, CrawlRun, Fetch
 from crawlsim.webgen import generate_paper_web, web_stats
+from harness.report import Clock, arg_parser, command_line
 from reporting import QUALITY_MODELS, STOCK
-from scrapy_twolevel.testing.process import ServerProcess
-from scrapy_twolevel.testing.server import ServerStats
-from scrapy_twolevel.testing.web import WebSpec
+from scrapy_twolevel.testweb.process import ServerProcess
+from scrapy_twolevel.testweb.server import ServerStats
+from scrapy_twolevel.testweb.web import WebSpec
 
 HERE = Path(__file__).resolve().parent
 CRAWL_TIMEOUT = 900.0
@@ -125,7 +124,7 @@ def run_worker(variant: str, ready_file: Path, connections: int, per_domain: int
     from scrapy_twolevel.frontier import TwoLevelFrontier
     from scrapy_twolevel.middleware import HostMetricsMiddleware
     from scrapy_twolevel.scheduler import TwoLevelScheduler
-    from scrapy_twolevel.testing.spider import SEEDS_SETTING, TestWebSpider
+    from scrapy_twolevel.testweb.spider import SEEDS_SETTING, TestWebSpider
 
     ready = json.loads(ready_file.read_text())
     meters = CpuMeters()
@@ -272,8 +271,7 @@ def completeness_table(checks: dict[str, dict[str, dict[str, int]]]) -> report.T
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="a small web; prints, writes nothing")
+    parser = arg_parser(__doc__, quick="a small web; prints, writes nothing")
     parser.add_argument("--servers", type=int, default=100)
     parser.add_argument("--pages", type=int, default=3000)
     parser.add_argument("--connections", type=int, default=16, help="K (default 16)")
@@ -296,13 +294,9 @@ def main(argv: list[str] | None = None) -> int:
     variants = [v for v in args.variants.split(",") if v]
     if "breadth-first" not in variants:
         parser.error("--variants must include breadth-first (the baseline)")
-    command = "python " + " ".join(
-        shlex.quote(a) for a in [os.path.relpath(__file__), *sys.argv[1:]]
-    )
-    started = time.perf_counter()
-
-    def log(msg: str) -> None:
-        print(f"[{time.perf_counter() - started:6.1f}s] {msg}", flush=True)
+    command = command_line(__file__, sys.argv[1:])
+    clock = Clock()
+    log = clock.log
 
     k = args.connections
     runs: dict[str, dict[str, CrawlRun]] = {}
@@ -352,7 +346,7 @@ def main(argv: list[str] | None = None) -> int:
     summary = {model: report.summaries(per_variant) for model, per_variant in runs.items()}
     full = set(variants) >= set(VARIANTS)
     main_checks = report.checks(summary) if full else []
-    elapsed = time.perf_counter() - started
+    elapsed = clock.elapsed()
     env = report.environment()
     import scrapy
 

@@ -44,10 +44,7 @@ Usage::
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
-import os
-import shlex
 import sys
 import time
 from collections.abc import Callable
@@ -57,8 +54,9 @@ from typing import Any
 import reporting as report
 from crawlsim.des import VARIANTS, CrawlRun, simulate
 from crawlsim.webgen import generate_paper_web, web_stats
+from harness.report import Clock, arg_parser, command_line
 from reporting import QUALITY_MODELS, STOCK
-from scrapy_twolevel.testing.web import WebSpec
+from scrapy_twolevel.testweb.web import WebSpec
 
 SWEEP_K = (8, 16, 32, 64, 96, 128)
 SWEEP_VARIANTS = ("breadth-first", "performance-first", "crawl-capability")
@@ -184,10 +182,7 @@ def plot_sweep(data: dict[str, Any], path: Path, title: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument(
-        "--quick", action="store_true", help="100 servers, 6,000 pages; prints, writes nothing"
-    )
+    parser = arg_parser(__doc__, quick="100 servers, 6,000 pages; prints, writes nothing")
     parser.add_argument("--seed", type=int, default=0, help="web seed of the main run")
     parser.add_argument(
         "--extra-seeds", default="1,2", help="comma-separated seeds for the robustness table"
@@ -199,13 +194,9 @@ def main(argv: list[str] | None = None) -> int:
 
     n_servers, n_pages = (100, 6000) if args.quick else (500, 30_000)
     extra_seeds = [int(s) for s in args.extra_seeds.split(",") if s.strip()]
-    command = "python " + " ".join(
-        shlex.quote(a) for a in [os.path.relpath(__file__), *sys.argv[1:]]
-    )
-    started = time.perf_counter()
-
-    def log(msg: str) -> None:
-        print(f"[{time.perf_counter() - started:6.1f}s] {msg}", flush=True)
+    command = command_line(__file__, sys.argv[1:])
+    clock = Clock()
+    log = clock.log
 
     k = args.connections
     stock = {"per_domain": args.per_domain}
@@ -270,7 +261,7 @@ def main(argv: list[str] | None = None) -> int:
         {m: independent[m]["summary"] for m in QUALITY_MODELS}, proto
     )
     pf_ratio = report.pf_ratio_over_time(main_runs["session"]["pagerank"])
-    elapsed = time.perf_counter() - started
+    elapsed = clock.elapsed()
 
     stats = web_info["pagerank"]
     web_text = (

@@ -23,7 +23,7 @@ the same web without them, under every policy.
   and ``TWOLEVEL_FAILED_SESSIONS`` (2 and 3) and Scrapy's ``RETRY_TIMES`` (2) stay at their
   defaults. The defaults (180 s, 30 s, 600 s) suit crawls of hours; this crawl lasts
   seconds, and a 180 s timeout alone would be twenty of them.
-- **Runs.** Each crawl is its own process, ``python -m scrapy_twolevel.testing crawl``
+- **Runs.** Each crawl is its own process, ``python -m scrapy_twolevel.testweb crawl``
   (server and crawler on one reactor, real loopback sockets). Each variant crawls the
   normal and the hostile web ``--repeats`` times (default 3); the two crawls of a pair run
   back to back, in alternating order, so machine noise hits both alike.
@@ -47,11 +47,7 @@ Writes ``benchmarks/results/hostile_hosts.json`` (every setting and per-run numb
 
 from __future__ import annotations
 
-import argparse
 import json
-import os
-import re
-import shlex
 import statistics
 import subprocess
 import sys
@@ -62,9 +58,11 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import reporting
+from harness import report
+from harness.crawl import crawl_test_web
 from scrapy_twolevel.config import DEFAULTS
-from scrapy_twolevel.testing import WebSpec, generate_web
-from scrapy_twolevel.testing.spider import CrawlResult
+from scrapy_twolevel.testweb import WebSpec, generate_web
+from scrapy_twolevel.testweb.spider import CrawlResult
 
 POLICIES = ("breadth-first", "performance-first", "quality-first", "crawl-capability")
 STOCK = "stock Scrapy"
@@ -179,17 +177,8 @@ def watch_settings(addresses: list[str]) -> dict[str, Any]:
 def crawl(workdir: Path, web_file: Path, settings: dict[str, Any]) -> CrawlResult | str:
     """One crawl in its own process: its result, or why there is none."""
     out = workdir / "result.json"
-    out.unlink(missing_ok=True)
-    cmd = [sys.executable, "-m", "scrapy_twolevel.testing", "crawl", "--web", str(web_file)]
-    cmd += ["--output", str(out)]
-    for name, value in settings.items():
-        cmd += ["--set", f"{name}={json.dumps(value)}"]
     try:
-        env = {
-            **os.environ,
-            "PYTHONPATH": os.pathsep.join(filter(None, [str(HERE), os.environ.get("PYTHONPATH")])),
-        }
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=CRAWL_TIMEOUT, env=env)
+        proc = crawl_test_web(web_file, out, settings, CRAWL_TIMEOUT)
     except subprocess.TimeoutExpired:
         return f"did not finish within {CRAWL_TIMEOUT} s (killed)"
     if proc.returncode != 0:
@@ -573,10 +562,7 @@ def plot(
         "with the median total-time ratio; vertical lines: crawl finished",
         fontsize=10,
     )
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    report.save_figure(fig, path)
 
 
 # -- report ------------------------------------------------------------------------------------
@@ -670,12 +656,6 @@ def findings(summary: dict[str, dict[str, Any]], cycle: float) -> list[str]:
     return out
 
 
-def compact_json(data: Any) -> str:
-    """Indented JSON with every innermost list (numbers, curve points) on one line."""
-    text = json.dumps(data, indent=1)
-    return re.sub(r"\[[^\[\]{}\"]*\]", lambda m: json.dumps(json.loads(m.group(0))), text)
-
-
 def write_outputs(
     data: dict[str, Any],
     summary: dict[str, dict[str, Any]],
@@ -685,7 +665,7 @@ def write_outputs(
     # The raw numbers first, so that a failure below loses none of them.
     reporting.RESULTS_DIR.mkdir(parents=True, exist_ok=True)
     (reporting.RESULTS_DIR / "hostile_hosts.json").write_text(
-        compact_json(data) + "\n", encoding="utf-8"
+        report.compact_json(data) + "\n", encoding="utf-8"
     )
     cycle = give_up_cycle()
     sections: list[reporting.Section] = [
@@ -738,19 +718,19 @@ def write_outputs(
         "complete": "the crawl fetched every page of its own web's reachable() set",
         "last page at": "time of the last page served, since the first request",
     }
-    md, inc = reporting.render("Hosts that never answer", intro, sections, definitions)
-    reporting.print_sections(sections)
-    (reporting.RESULTS_DIR / "hostile_hosts.md").write_text("\n".join(md), encoding="utf-8")
-    reporting.write_docs_fragment("hostile_hosts", inc)
-    plot(results, summary, data["web"]["hang_hosts"], reporting.DOCS_RESULTS / "hostile_hosts.png")
-    print(f"Results: {reporting.RESULTS_DIR}/hostile_hosts.*, {reporting.DOCS_RESULTS}/")
+    hang, png = data["web"]["hang_hosts"], reporting.DOCS_RESULTS / "hostile_hosts.png"
+    report.publish(
+        "hostile_hosts",
+        "Hosts that never answer",
+        intro,
+        sections,
+        definitions,
+        figures=lambda: plot(results, summary, hang, png),
+    )
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument(
-        "--quick", action="store_true", help="a small web, 1 repeat; writes nothing"
-    )
+    parser = report.arg_parser(__doc__, quick="a small web, 1 repeat; writes nothing")
     parser.add_argument("--repeats", type=int, help="pairs of crawls per variant (default 3)")
     args = parser.parse_args()
     params = dict(QUICK if args.quick else FULL)
@@ -823,8 +803,7 @@ def main() -> int:
             if i != summary[variant]["plotted_repeat"]:
                 for web in ("normal", "hostile"):
                     pair[web].pop("curve", None)
-    argv = sys.argv[1:]
-    command = "python " + shlex.join([os.path.relpath(__file__), *argv])
+    command = report.command_line(__file__, sys.argv[1:])
     env = {**reporting.environment(), "scrapy": scrapy.__version__}
     intro = [
         f"Command: ``{command}``; {env['date']}, Scrapy {scrapy.__version__}, "

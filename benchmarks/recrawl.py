@@ -57,12 +57,9 @@ Writes ``benchmarks/results/recrawl.json`` (every figure, per world),
 
 from __future__ import annotations
 
-import argparse
+import functools
 import json
 import math
-import os
-import re
-import shlex
 import statistics
 import sys
 import time
@@ -74,6 +71,7 @@ from typing import Any
 import numpy as np
 
 import reporting
+from harness import report
 from newssim import (
     EPOCH,
     Drift,
@@ -209,6 +207,16 @@ class Bench:
     def budget_for(self, fetches: float) -> float:
         """Fetches per day for ``fetches`` in the window."""
         return fetches / self.setup.eval_days
+
+    def planner_at(self, cost: float, predictor: Any, tol: float, **kwargs: Any) -> dict[str, Any]:
+        """The planner, its budget tuned until it makes ``cost`` fetches in the window."""
+        run = functools.partial(self.planner, predictor, **kwargs)
+        return tune(run, self.budget_for(cost), cost, 1.0, tol)
+
+    def fixed_at(self, cost: float, tol: float) -> dict[str, Any]:
+        """The fixed interval tuned until it makes ``cost`` fetches in the window."""
+        n_window = len(self.world.seeds) * self.setup.eval_days * DAY
+        return tune(self.fixed, n_window / cost, cost, -1.0, tol / 4, 4)
 
 
 def tune(
@@ -382,51 +390,29 @@ def evaluate_world(setup: Setup, seed: int) -> dict[str, Any]:
     # The reference comparison: the planner at -11% cost, for each gamma.
     reference = {}
     for gamma in s.gammas:
-        reference[f"planner_g{gamma:g}"] = tune(
-            lambda b, g=gamma: bench.planner(predictor, b, gamma=g),
-            bench.budget_for(target),
-            target,
-            1.0,
-            tol,
-        )
+        reference[f"planner_g{gamma:g}"] = bench.planner_at(target, predictor, tol, gamma=gamma)
     out["reference"] = reference
     planner = reference["planner_g0.5"]
     cost = planner["fetches"]
 
     # Every method at the planner's cost.
     equal = {"planner": planner}
-    n_window = len(world.seeds) * s.eval_days * DAY
-    equal["fixed"] = tune(bench.fixed, n_window / cost, cost, -1.0, tol / 4, 4)
+    equal["fixed"] = bench.fixed_at(cost, tol)
     nutch_default = bench.nutch(s.nutch_increase)
     equal["nutch"] = tune(bench.nutch, 0.05, cost, -0.55, tol, 8)
-    equal["per_seed_constant"] = tune(
-        lambda b: bench.planner(FlatRate(predictor), b), bench.budget_for(cost), cost, 1.0, tol
-    )
+    equal["per_seed_constant"] = bench.planner_at(cost, FlatRate(predictor), tol)
     oracle = TrueRate(world, s.true_rate_step)
-    equal["true_rate"] = tune(
-        lambda b: bench.planner(oracle, b, learn=False, step=s.true_rate_step),
-        bench.budget_for(cost),
-        cost,
-        1.0,
-        tol,
-    )
+    known = {"learn": False, "step": s.true_rate_step}  # the true-rate planner's options
+    equal["true_rate"] = bench.planner_at(cost, oracle, tol, **known)
     equal["clairvoyant"] = tune(bench.clairvoyant, 30.0, cost, -0.5, tol / 4, 16)
     out["equal_cost"] = equal
 
     # Every method at the untuned Nutch-style schedule's own cost.
     cost_n = nutch_default["fetches"]
     at_nutch = {"nutch_untuned": nutch_default}
-    at_nutch["fixed"] = tune(bench.fixed, n_window / cost_n, cost_n, -1.0, tol / 4, 4)
-    at_nutch["planner"] = tune(
-        lambda b: bench.planner(predictor, b), bench.budget_for(cost_n), cost_n, 1.0, tol
-    )
-    at_nutch["true_rate"] = tune(
-        lambda b: bench.planner(oracle, b, learn=False, step=s.true_rate_step),
-        bench.budget_for(cost_n),
-        cost_n,
-        1.0,
-        tol,
-    )
+    at_nutch["fixed"] = bench.fixed_at(cost_n, tol)
+    at_nutch["planner"] = bench.planner_at(cost_n, predictor, tol)
+    at_nutch["true_rate"] = bench.planner_at(cost_n, oracle, tol, **known)
     at_nutch["clairvoyant"] = tune(bench.clairvoyant, 300.0, cost_n, -0.5, tol / 4, 16)
     out["at_nutch_cost"] = at_nutch
 
@@ -435,9 +421,7 @@ def evaluate_world(setup: Setup, seed: int) -> dict[str, Any]:
     for interval in s.curve_intervals:
         c = fixed[interval]["fetches"]
         curves["planner"].append(bench.planner(predictor, bench.budget_for(c)))
-        curves["true_rate"].append(
-            bench.planner(oracle, bench.budget_for(c), learn=False, step=s.true_rate_step)
-        )
+        curves["true_rate"].append(bench.planner(oracle, bench.budget_for(c), **known))
         curves["clairvoyant"].append(tune(bench.clairvoyant, 30.0, c, -0.5, tol, 10))
     curves["nutch"] = [bench.nutch(x) for x in s.nutch_increases]
     out["curves"] = curves
@@ -445,24 +429,11 @@ def evaluate_world(setup: Setup, seed: int) -> dict[str, Any]:
     # Drift: half the sites double their output when the window opens.
     drift = {"planner": dbench.planner(predictor, bench.budget_for(target))}
     cost_d = drift["planner"]["fetches"]
-    drift["planner_no_learning"] = tune(
-        lambda b: dbench.planner(predictor, b, learn=False),
-        bench.budget_for(cost_d),
-        cost_d,
-        1.0,
-        tol,
-    )
-    n_window_d = len(drifted.seeds) * s.eval_days * DAY
-    drift["fixed"] = tune(dbench.fixed, n_window_d / cost_d, cost_d, -1.0, tol / 4, 4)
+    drift["planner_no_learning"] = dbench.planner_at(cost_d, predictor, tol, learn=False)
+    drift["fixed"] = dbench.fixed_at(cost_d, tol)
     drift["nutch"] = tune(dbench.nutch, equal["nutch"]["knob"], cost_d, -0.55, tol, 8)
     d_oracle = TrueRate(drifted, s.true_rate_step)
-    drift["true_rate"] = tune(
-        lambda b: dbench.planner(d_oracle, b, learn=False, step=s.true_rate_step),
-        bench.budget_for(cost_d),
-        cost_d,
-        1.0,
-        tol,
-    )
+    drift["true_rate"] = dbench.planner_at(cost_d, d_oracle, tol, **known)
     drift["nutch_untuned"] = dbench.nutch(s.nutch_increase)
     out["drift"] = {
         "sites": sorted(drift_sites),
@@ -1080,19 +1051,10 @@ def plot(summary: dict[str, Any], path: Any, setup: Setup) -> None:
         "(error bars: 95% CI over the worlds)",
         fontsize=10,
     )
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    report.save_figure(fig, path)
 
 
 # -- output ---------------------------------------------------------------------------------
-
-
-def compact_json(data: Any) -> str:
-    """Indented JSON with every innermost list (numbers) on one line."""
-    text = json.dumps(data, indent=1, allow_nan=False, default=_jsonable)
-    return re.sub(r"\[[^\[\]{}\"]*\]", lambda m: json.dumps(json.loads(m.group(0))), text)
 
 
 def _jsonable(x: Any) -> Any:
@@ -1189,6 +1151,14 @@ def findings(summary: dict[str, Any], checklist: list[dict[str, Any]]) -> list[s
     return out
 
 
+def scenario_section(
+    summary: dict[str, Any], scenario: str, others: Sequence[str], title: str, note: str
+) -> reporting.Section:
+    """A scenario's methods at equal cost, then their ratios to the planner per world."""
+    ratios = ratios_table(summary[f"{scenario}_ratios"], others)
+    return title, note, [("", methods_table(summary[scenario])), ("Ratios, per world", ratios)]
+
+
 def write_outputs(
     setup: Setup,
     worlds: list[dict[str, Any]],
@@ -1233,7 +1203,8 @@ def write_outputs(
     }
     reporting.RESULTS_DIR.mkdir(parents=True, exist_ok=True)
     (reporting.RESULTS_DIR / "recrawl.json").write_text(
-        compact_json(_clean(data)) + "\n", encoding="utf-8"
+        report.compact_json(_clean(data), allow_nan=False, default=_jsonable) + "\n",
+        encoding="utf-8",
     )
     n = len(setup.seeds)
     w0 = worlds[0]
@@ -1260,54 +1231,33 @@ def write_outputs(
             "1 - exp(-articles / fetches): the bounds on the gain are in Targets.",
             [("", reference_table(summary))],
         ),
-        (
+        scenario_section(
+            summary,
+            "equal_cost",
+            ("fixed", "nutch", "per_seed_constant", "true_rate"),
             "Every method at the planner's cost",
             "Each method's knob tuned to the forest planner's number of fetches (within 1%). "
             "The clairvoyant needs no more than one fetch per article (plus one wherever a "
             "list page would overflow): at this cost it fetches every article the moment it "
             "is published, with fewer fetches than the others.",
-            [
-                ("", methods_table(summary["equal_cost"])),
-                (
-                    "Ratios, per world",
-                    ratios_table(
-                        summary["equal_cost_ratios"],
-                        ("fixed", "nutch", "per_seed_constant", "true_rate"),
-                    ),
-                ),
-            ],
         ),
-        (
+        scenario_section(
+            summary,
+            "at_nutch_cost",
+            ("fixed", "nutch_untuned", "true_rate"),
             "At the untuned Nutch-style schedule's own cost",
             "x0.8 after new links, x1.4 after none: it settles where about 60% of fetches find "
             "something, and so fetches far less than the median fixed interval.",
-            [
-                ("", methods_table(summary["at_nutch_cost"])),
-                (
-                    "Ratios, per world",
-                    ratios_table(
-                        summary["at_nutch_cost_ratios"],
-                        ("fixed", "nutch_untuned", "true_rate"),
-                    ),
-                ),
-            ],
         ),
-        (
+        scenario_section(
+            summary,
+            "drift",
+            ("fixed", "nutch", "planner_no_learning", "true_rate"),
             "Drift: half the sites double their output after training",
             f"From the start of the window, the seeds of half the sites publish "
             f"{setup.drift_factor:g}x as much; the model does not know. The planner keeps its "
             "budget and learns each seed's multiplier online; the others are tuned to its "
             "number of fetches; the true-rate planner knows the new rates.",
-            [
-                ("", methods_table(summary["drift"])),
-                (
-                    "Ratios, per world",
-                    ratios_table(
-                        summary["drift_ratios"],
-                        ("fixed", "nutch", "planner_no_learning", "true_rate"),
-                    ),
-                ),
-            ],
         ),
         (
             "The planners at each fixed interval's cost",
@@ -1344,19 +1294,19 @@ def write_outputs(
         "equal cost": "each method's knob tuned until its fetches are within 1% of the target",
         "CI": "half-width of the 95% Student-t interval of the mean over the worlds",
     }
-    md, inc = reporting.render("Recrawl planner: news seed pages", intro, sections, definitions)
-    reporting.print_sections(sections)
-    (reporting.RESULTS_DIR / "recrawl.md").write_text("\n".join(md), encoding="utf-8")
-    reporting.write_docs_fragment("recrawl", inc)
-    plot(summary, reporting.DOCS_RESULTS / "recrawl_delay_vs_cost.png", setup)
-    print(f"Results: {reporting.RESULTS_DIR}/recrawl.*, {reporting.DOCS_RESULTS}/")
+    png = reporting.DOCS_RESULTS / "recrawl_delay_vs_cost.png"
+    report.publish(
+        "recrawl",
+        "Recrawl planner: news seed pages",
+        intro,
+        sections,
+        definitions,
+        figures=lambda: plot(summary, png, setup),
+    )
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument(
-        "--quick", action="store_true", help="1 world, 3-day window; writes nothing"
-    )
+    parser = report.arg_parser(__doc__, quick="1 world, 3-day window; writes nothing")
     parser.add_argument("--seeds", type=int, help="number of worlds (simulator seeds 0..N-1)")
     parser.add_argument("--jobs", type=int, default=2, help="worlds evaluated in parallel (2)")
     args = parser.parse_args()
@@ -1382,7 +1332,7 @@ def main() -> int:
         print(reporting.markdown(checks_table(checklist)))
         print(f"--quick: nothing written ({run_time:.0f} s)")
         return 0
-    command = "python " + shlex.join([os.path.relpath(__file__), *sys.argv[1:]])
+    command = report.command_line(__file__, sys.argv[1:])
     write_outputs(setup, worlds, summary, checklist, command, run_time)
     return 0
 

@@ -5,7 +5,8 @@ and the crawl-efficiency metrics, checks and plots.
 ``scrapy crawl`` runs against the local test web) both turn a crawl into a
 :class:`~crawlsim.des.CrawlRun` and report it here, so the two harnesses print
 the same figures, check the same reference shapes and draw the same three-panel plots.
-``scheduler_overhead.py`` uses the table rendering and writes its docs fragment here too.
+The table rendering and result files every study shares are in :mod:`harness.report`
+(available here too, as ``reporting.markdown`` etc.).
 
 Outputs, per crawl-efficiency harness (``sim`` or ``crawl``):
 
@@ -18,21 +19,42 @@ Outputs, per crawl-efficiency harness (``sim`` or ``crawl``):
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import math
-import os
-import platform
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from crawlsim.des import STOCK_VARIANTS, CrawlRun
+from harness import DOCS_RESULTS, RESULTS
+from harness import env as _env
+from harness.report import (
+    Section,
+    Table,
+    markdown,
+    print_sections,
+    render,
+    rst,
+    save_figure,
+    tables_from_markdown,
+    write_docs_fragment,
+)
 
-HERE = Path(__file__).resolve().parent
-RESULTS_JSON = HERE / "results" / "efficiency.json"
-RESULTS_DIR = HERE / "results"
-DOCS_RESULTS = HERE.parent / "docs" / "results"
+__all__ = [
+    "DOCS_RESULTS",
+    "RESULTS_DIR",
+    "Section",
+    "Table",
+    "markdown",
+    "print_sections",
+    "render",
+    "rst",
+    "tables_from_markdown",
+    "write_docs_fragment",
+]
+
+RESULTS_DIR = RESULTS
+RESULTS_JSON = RESULTS / "efficiency.json"
 
 QUALITY_MODELS = ("pagerank", "zipf")
 STOCK = tuple(STOCK_VARIANTS)
@@ -232,9 +254,6 @@ def checks(
 # -- tables: rows once, rendered as Markdown (console, .md) or reStructuredText (docs) --------
 
 
-Table = tuple[list[str], list[list[str]]]
-
-
 def _fmt(x: float, digits: int = 1) -> str:
     return "inf" if math.isinf(x) else f"{x:.{digits}f}"
 
@@ -286,83 +305,6 @@ def checks_table(items: list[dict[str, Any]]) -> Table:
     return ["shape", "target", "measured", "met"], rows
 
 
-def tables_from_markdown(text: str) -> list[Table]:
-    """The pipe tables of a Markdown text, to render them again with :func:`rst`."""
-    tables: list[Table] = []
-    rows: list[list[str]] = []
-    for line in [*text.splitlines(), ""]:
-        if line.startswith("|"):
-            cells = [c.strip() for c in line.strip().strip("|").split("|")]
-            if not all(set(c) <= set("-:") for c in cells):  # skip the |---| line
-                rows.append(cells)
-        elif rows:
-            tables.append((rows[0], rows[1:]))
-            rows = []
-    return tables
-
-
-def write_docs_fragment(name: str, lines: Sequence[str]) -> Path:
-    """``docs/results/<name>.inc``: reST that a docs page includes."""
-    DOCS_RESULTS.mkdir(parents=True, exist_ok=True)
-    path = DOCS_RESULTS / f"{name}.inc"
-    path.write_text("\n".join(lines), encoding="utf-8")
-    return path
-
-
-def markdown(table: Table) -> str:
-    head, rows = table
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    lines += ["| " + " | ".join(row) + " |" for row in rows]
-    return "\n".join(lines) + "\n"
-
-
-def rst(table: Table, title: str = "") -> str:
-    """A ``list-table`` directive (Markdown bold becomes reST bold unchanged)."""
-    head, rows = table
-    out = [f".. list-table:: {title}".rstrip(), "   :header-rows: 1", ""]
-    for row in [head, *rows]:
-        cells = [c.replace("|", "/") or "-" for c in row]
-        out.append(f"   * - {cells[0]}")
-        out += [f"     - {c}" for c in cells[1:]]
-    return "\n".join(out) + "\n\n"
-
-
-Section = tuple[str, str, list[tuple[str, Table]]]
-"""``(title, note, [(caption, table), ...])``; a note ending in ``.png`` is a figure in
-``docs/results/``, any other note a paragraph."""
-
-
-def render(
-    title: str, intro: Sequence[str], sections: Sequence[Section], definitions: dict[str, str]
-) -> tuple[list[str], list[str]]:
-    """The report as Markdown lines (``benchmarks/results``) and reST lines (the docs)."""
-    md, inc = [f"# {title}", ""], []
-    for paragraph in intro:
-        md += [paragraph, ""]
-        inc += [paragraph, ""]
-    for heading, note, tables in sections:
-        md += [f"## {heading}", ""]
-        inc += [heading, "~" * len(heading), ""]
-        if note.endswith(".png"):
-            md += [f"![{note}](../../docs/results/{note})", ""]
-            inc += [f".. image:: results/{note}", "   :width: 100%", ""]
-        elif note:
-            md += [note, ""]
-            inc += [note, ""]
-        for caption, table in tables:
-            md += ([f"{caption}:", ""] if caption else []) + [markdown(table)]
-            inc.append(rst(table, caption))
-    md += ["## Definitions", "", *[f"- **{k}**: {v}" for k, v in definitions.items()], ""]
-    return md, inc
-
-
-def print_sections(sections: Sequence[Section]) -> None:
-    for heading, _, tables in sections:
-        print(f"## {heading}\n")
-        for _, table in tables:
-            print(markdown(table))
-
-
 # -- plots ----------------------------------------------------------------------------------
 
 
@@ -405,10 +347,7 @@ def plot_model(
     axes[2].set_title("efficiency vs time")
     axes[1].legend(loc="lower right", fontsize=8)
     fig.suptitle(title + "  (grey lines: 30%, 50%, 100% of T_BF)", fontsize=10)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    save_figure(fig, path)
 
 
 # -- result files ---------------------------------------------------------------------------
@@ -417,13 +356,7 @@ def plot_model(
 def environment() -> dict[str, Any]:
     import numpy
 
-    return {
-        "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "python": platform.python_version(),
-        "numpy": numpy.__version__,
-        "platform": platform.platform(),
-        "cpus": os.cpu_count(),
-    }
+    return _env.environment({"numpy": numpy.__version__})
 
 
 def write_harness(

@@ -41,13 +41,10 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import errno
 import gc
 import json
 import os
-import platform
-import shlex
 import shutil
 import subprocess
 import sys
@@ -58,8 +55,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-HERE = Path(__file__).resolve().parent
-RESULTS = HERE / "results"
+from harness import RESULTS, report
+from harness.crawl import Snapshot, pythonpath, worker_result
+from harness.env import environment as base_environment
 
 BATCH = 1_000
 SEED = 20240601
@@ -428,23 +426,12 @@ def run_subprocess(
 ) -> dict[str, Any]:
     cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", variant]
     cmd += ["--n", str(n), "--hosts", str(hosts), "--dequeue-cap", str(cap_s)]
-    env = dict(os.environ)
-    if snapshot is not None:
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(snapshot), env.get("PYTHONPATH")]))
     wall0 = time.perf_counter()
+    env = pythonpath(snapshot)
     proc = subprocess.run(cmd, capture_output=True, text=True, check=False, env=env)
     wall = time.perf_counter() - wall0
-    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
-    if proc.returncode != 0 or not lines:
-        tail = (proc.stderr or proc.stdout).strip().splitlines()[-5:]
-        return {
-            "variant": variant,
-            "n": n,
-            "hosts": hosts,
-            "error": f"worker exited {proc.returncode}: " + " | ".join(tail),
-            "process_wall_s": wall,
-        }
-    result = json.loads(lines[-1])
+    tail = proc.stderr or proc.stdout
+    result = worker_result(proc.returncode, proc.stdout, tail, variant=variant, n=n, hosts=hosts)
     result["process_wall_s"] = wall
     return result
 
@@ -473,14 +460,6 @@ def add_ratios(runs: list[dict[str, Any]]) -> None:
                 assert ref is not None
                 run[f"cpu_vs_{name}"] = run["total_us"] / ref["total_us"]
                 run[f"ram_vs_{name}"] = run["ram_bytes_per_request"] / ref["ram_bytes_per_request"]
-
-
-def _ratio(value: float) -> str:
-    return f"{value:.2f}x" if value >= 0.1 else f"{value:.2g}x"
-
-
-def _verdict(ok: bool, figure: str) -> str:
-    return f"{'met' if ok else '**not met**'} ({figure})"
 
 
 def verdicts(
@@ -547,8 +526,8 @@ def verdict_tables(per_run: list[dict[str, Any]], flat: list[dict[str, Any]]) ->
         if entry is None:
             return "n/a (stock did not complete)"
         if "bytes" in entry:
-            return _verdict(entry["met"], f"{entry['bytes']:.0f} B")
-        return _verdict(entry["met"], _ratio(entry["ratio"]))
+            return report.verdict(entry["met"], f"{entry['bytes']:.0f} B")
+        return report.verdict(entry["met"], report.ratio(entry["ratio"]))
 
     out = [
         f"| pending | hosts | scheduler | storage | CPU <= {TARGET_VS_DAPQ}x DAPQ "
@@ -583,7 +562,7 @@ def verdict_tables(per_run: list[dict[str, Any]], flat: list[dict[str, Any]]) ->
             variant = VARIANTS[row["variant"]]
             storage = "JOBDIR" if variant.disk else "memory"
             a, b = row["total_us"]
-            growth = _verdict(row["met"], _ratio(row["growth"]))
+            growth = report.verdict(row["met"], report.ratio(row["growth"]))
             out.append(
                 f"| {row['n']:,} | {variant.label} | {storage} | {a:.1f} -> {b:.1f} | {growth} |"
             )
@@ -697,9 +676,7 @@ def _bar_panels(
     for ax in list(axes.flat)[len(sizes) :]:
         ax.set_visible(False)
     fig.suptitle(title, fontsize=11)
-    fig.tight_layout()
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
+    report.save_figure(fig, path, dpi=90)
 
 
 def plot(runs: list[dict[str, Any]], out_dir: Path, name: str) -> list[Path]:
@@ -743,20 +720,11 @@ def plot(runs: list[dict[str, Any]], out_dir: Path, name: str) -> list[Path]:
 
 
 def environment() -> dict[str, Any]:
-    import psutil
     import scrapy
     import twisted
 
-    return {
-        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        "python": sys.version.split()[0],
-        "scrapy": scrapy.__version__,
-        "twisted": twisted.__version__,
-        "platform": platform.platform(),
-        "cpu_count": os.cpu_count(),
-        "memory_gib": round(psutil.virtual_memory().total / 2**30, 1),
-        "open_files_limit": _open_files_limit(),
-    }
+    versions = {"scrapy": scrapy.__version__, "twisted": twisted.__version__}
+    return base_environment(versions, detailed=True, open_files_limit=_open_files_limit())
 
 
 def _open_files_limit() -> int | None:
@@ -885,8 +853,7 @@ def write_reports(
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="100k pending over 1k hosts only")
+    parser = report.arg_parser(__doc__, quick="100k pending over 1k hosts only")
     parser.add_argument(
         "--sizes",
         default=None,
@@ -962,13 +929,11 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"unknown variants {unknown}; choose from {', '.join(VARIANTS)}")
     name = args.name or ("scheduler_quick" if args.quick else "scheduler")
-    command = "python " + " ".join(
-        shlex.quote(a) for a in [os.path.relpath(__file__), *sys.argv[1:]]
-    )
+    command = report.command_line(__file__, sys.argv[1:])
     args.out_dir.mkdir(parents=True, exist_ok=True)
     env = environment()
-    snapshot = Path(tempfile.mkdtemp(prefix="twolevel-bench-src-"))
-    env["code"] = snapshot_package(snapshot, args.code)
+    snapshot = Snapshot("twolevel-bench-src-", lambda copy: snapshot_package(copy, args.code))
+    env["code"] = snapshot.code
     started = time.perf_counter()
     runs: list[dict[str, Any]] = []
     for n, hosts in sizes:
@@ -977,10 +942,8 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             print(f"[{time.perf_counter() - started:7.1f}s] {key} N={n:,} H={hosts:,}", end="")
             print(" ...", end="", flush=True)
-            run = run_subprocess(key, n, hosts, args.dequeue_cap, snapshot)
-            expected = str(snapshot / "scrapy_twolevel")
-            if run.get("scrapy_twolevel_from", expected) != expected:
-                raise RuntimeError(f"worker imported {run['scrapy_twolevel_from']}, not {expected}")
+            run = run_subprocess(key, n, hosts, args.dequeue_cap, snapshot.dir)
+            snapshot.check(run)
             runs.append(run)
             if _ok(run):
                 print(
@@ -992,12 +955,9 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 print(f" {run.get('error')}", flush=True)
     elapsed = time.perf_counter() - started
-    shutil.rmtree(snapshot, ignore_errors=True)
-    report = write_reports(runs, sizes, env, command, args.dequeue_cap, elapsed, args.out_dir, name)
-    print()
-    print(report)
-    print(f"Whole run: {elapsed / 60:.1f} min; results in {args.out_dir}/{name}*")
-    return 0
+    snapshot.remove()
+    text = write_reports(runs, sizes, env, command, args.dequeue_cap, elapsed, args.out_dir, name)
+    return report.finish(text, elapsed, f"{args.out_dir}/{name}*")
 
 
 if __name__ == "__main__":

@@ -42,12 +42,9 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import gc
 import json
 import os
-import platform
-import shlex
 import shutil
 import subprocess
 import sys
@@ -58,9 +55,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-HERE = Path(__file__).resolve().parent
-RESULTS = HERE / "results"
-DOCS_RESULTS = HERE.parent / "docs" / "results"
+from harness import DOCS_RESULTS, RESULTS, ROOT, report
+from harness.crawl import Snapshot, pythonpath, worker_result
+from harness.env import environment as base_environment
+
 NAME = "seen_cache"
 
 SEED = 20240611
@@ -682,9 +680,7 @@ def run_group(
     n: int, keys: list[str], seed: int, snapshot: Path | None, jobs: int, logdir: Path
 ) -> list[dict[str, Any]]:
     """Run ``keys`` at size ``n``, ``jobs`` processes at a time; their results in order."""
-    env = dict(os.environ)
-    if snapshot is not None:
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(snapshot), env.get("PYTHONPATH")]))
+    env = pythonpath(snapshot)
     results: list[dict[str, Any]] = []
     pending = list(keys)
     while pending:
@@ -701,16 +697,8 @@ def run_group(
             stdout, _ = proc.communicate()
             wall = time.perf_counter() - t0
             fh.close()
-            lines = [ln for ln in stdout.splitlines() if ln.startswith("{")]
-            if proc.returncode != 0 or not lines:
-                tail = log.read_text(encoding="utf-8", errors="replace").strip().splitlines()[-5:]
-                result = {
-                    "config": key,
-                    "n": n,
-                    "error": f"worker exited {proc.returncode}: " + " | ".join(tail),
-                }
-            else:
-                result = json.loads(lines[-1])
+            tail = log.read_text(encoding="utf-8", errors="replace")
+            result = worker_result(proc.returncode, stdout, tail, config=key, n=n)
             result["process_wall_s"] = wall
             results.append(result)
     return results
@@ -1062,14 +1050,10 @@ def plot_rss(runs: list[dict[str, Any]], path: Path) -> None:
         "Dupefilter RSS vs URLs seen (grey line: 1/3 of the run; marginal = growth after it)",
         fontsize=10,
     )
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
+    report.save_figure(fig, path, dpi=90)
 
 
 def environment() -> dict[str, Any]:
-    import psutil
     import scrapy
     import w3lib
 
@@ -1079,18 +1063,13 @@ def environment() -> dict[str, Any]:
         pybloom = version("pybloom-live")
     except Exception:  # pragma: no cover - reporting only
         pybloom = None
-    return {
-        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        "python": sys.version.split()[0],
+    versions = {
         "scrapy": scrapy.__version__,
         "w3lib": getattr(w3lib, "__version__", None),
         "pybloom_live": pybloom,
         "sqlite": __import__("sqlite3").sqlite_version,
-        "platform": platform.platform(),
-        "cpu_count": os.cpu_count(),
-        "memory_gib": round(psutil.virtual_memory().total / 2**30, 1),
-        "load_average_at_start": os.getloadavg(),
     }
+    return base_environment(versions, detailed=True, load_average_at_start=os.getloadavg())
 
 
 def method_notes(jobs: int) -> list[str]:
@@ -1152,7 +1131,7 @@ def write_reports(data: dict[str, Any], out_dir: Path, name: str) -> str:
     canonical = out_dir.resolve() == RESULTS.resolve() and name == NAME
     png = (DOCS_RESULTS if canonical else out_dir) / f"{name}_rss.png"
     plot_rss(runs, png)
-    data["plot"] = os.path.relpath(png, HERE.parent)
+    data["plot"] = os.path.relpath(png, ROOT)
     (out_dir / f"{name}.json").write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
 
     env, code = data["environment"], data["environment"].get("code", {})
@@ -1253,8 +1232,7 @@ def _backend_text(backend: dict[str, Any] | None) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="100k URLs only, *_quick files")
+    parser = report.arg_parser(__doc__, quick="100k URLs only, *_quick files")
     parser.add_argument(
         "--sizes", default=None, help="comma-separated distinct-URL counts (default 1M,10M)"
     )
@@ -1306,16 +1284,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.no_layers:
         groups = [(n, keys) for n, keys in groups if not any(k.startswith("layers") for k in keys)]
     name = args.name or (f"{NAME}_quick" if args.quick else NAME)
-    command = "python " + " ".join(
-        shlex.quote(a) for a in [os.path.relpath(__file__), *sys.argv[1:]]
-    )
+    command = report.command_line(__file__, sys.argv[1:])
     from scheduler_overhead import snapshot_package
 
     args.out_dir.mkdir(parents=True, exist_ok=True)
     env = environment()
-    snapshot = Path(tempfile.mkdtemp(prefix="twolevel-seen-src-"))
+    snapshot = Snapshot("twolevel-seen-src-", lambda copy: snapshot_package(copy, args.code))
     logdir = Path(tempfile.mkdtemp(prefix="twolevel-seen-logs-"))
-    env["code"] = snapshot_package(snapshot, args.code)
+    env["code"] = snapshot.code
     skipped = None
     big = [n for n in sizes if n >= BIG]
     if big and not args.all_configs:
@@ -1327,18 +1303,15 @@ def main(argv: list[str] | None = None) -> int:
         print(skipped)
     started = time.perf_counter()
     runs: list[dict[str, Any]] = []
-    expected = str(snapshot / "scrapy_twolevel")
     for pair, (n, keys) in enumerate(groups, 1):
         print(
             f"[{time.perf_counter() - started:7.1f}s] pair {pair}/{len(groups)}: N={n:,} "
             f"{' + '.join(keys)} ...",
             flush=True,
         )
-        for run in run_group(n, keys, args.seed, snapshot, args.jobs, logdir):
+        for run in run_group(n, keys, args.seed, snapshot.dir, args.jobs, logdir):
             run["pair"] = pair
-            where = run.get("scrapy_twolevel_from", expected)
-            if where != expected:
-                raise RuntimeError(f"worker imported {where}, not {expected}")
+            snapshot.check(run)
             runs.append(run)
             if _layers_ok(run):
                 print(
@@ -1359,7 +1332,7 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 print(f"    {run['config']}: {run.get('error')}", flush=True)
     elapsed = time.perf_counter() - started
-    shutil.rmtree(snapshot, ignore_errors=True)
+    snapshot.remove()
     shutil.rmtree(logdir, ignore_errors=True)
     data: dict[str, Any] = {
         "command": command,
@@ -1378,11 +1351,8 @@ def main(argv: list[str] | None = None) -> int:
         },
         "runs": runs,
     }
-    report = write_reports(data, args.out_dir, name)
-    print()
-    print(report)
-    print(f"Whole run: {elapsed / 60:.1f} min; results in {args.out_dir}/{name}.*")
-    return 0
+    text = write_reports(data, args.out_dir, name)
+    return report.finish(text, elapsed, f"{args.out_dir}/{name}.*")
 
 
 if __name__ == "__main__":

@@ -18,17 +18,15 @@ Writes ``benchmarks/results/stock_politeness.json`` and ``docs/results/stock_pol
 from __future__ import annotations
 
 import json
-import os
-import shlex
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
 import reporting
-from scrapy_twolevel.testing import HostProfile, generate_web
-from scrapy_twolevel.testing.spider import CrawlResult
+from harness import report
+from harness.crawl import crawl_test_web
+from scrapy_twolevel.testweb import HostProfile, generate_web
+from scrapy_twolevel.testweb.spider import CrawlResult
 
 RUNS = 3
 PER_DOMAIN = (1, 2, 8)
@@ -37,11 +35,7 @@ TWOLEVEL = {"ADDONS": {"scrapy_twolevel.Addon": 0}}
 
 def crawl(workdir: Path, web_file: Path, settings: dict[str, Any]) -> CrawlResult:
     out = workdir / "result.json"
-    cmd = [sys.executable, "-m", "scrapy_twolevel.testing", "crawl", "--web", str(web_file)]
-    cmd += ["--output", str(out)]
-    for name, value in settings.items():
-        cmd += ["--set", f"{name}={json.dumps(value)}"]
-    subprocess.run(cmd, check=True, capture_output=True, timeout=300)
+    crawl_test_web(web_file, out, settings, timeout=300).check_returncode()
     return CrawlResult.from_dict(json.loads(out.read_text()))
 
 
@@ -101,7 +95,7 @@ def main() -> int:
     )
     import scrapy
 
-    command = "python " + shlex.join([os.path.relpath(__file__)])
+    command = report.command_line(__file__, [])
     env = reporting.environment()
     intro = (
         f"Command: ``{command}``; {env['date']}, Scrapy {scrapy.__version__} on its default "

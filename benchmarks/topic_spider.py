@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 import scrapy
 from scrapy import signals
 
-from scrapy_twolevel.testing.spider import TestWebSpider
+from scrapy_twolevel.testweb.spider import TestWebSpider
 
 
 class TopicBenchSpider(TestWebSpider):

@@ -34,17 +34,16 @@ import sys
 from pathlib import Path
 from typing import Any
 
-HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(HERE))
+import harness
+from harness import BENCH as HERE
+from harness import DOCS_RESULTS, RESULTS, ROOT
+
+harness.use_checkout()
 
 from reporting import environment, markdown, rst  # noqa: E402
-from scrapy_twolevel.testing.process import ServerProcess  # noqa: E402
-from scrapy_twolevel.testing.web import HostProfile, generate_web, host_address  # noqa: E402
+from scrapy_twolevel.testweb.process import ServerProcess  # noqa: E402
+from scrapy_twolevel.testweb.web import HostProfile, generate_web, host_address  # noqa: E402
 
-RESULTS = HERE / "results"
-DOCS_RESULTS = ROOT / "docs" / "results"
 TOPICS = ("news", "daily", "reference")
 SLOW = 0.15
 WINDOW = 1.0

@@ -9,7 +9,7 @@ and ``TWOLEVEL_SEEN_CACHE_SIZE`` from the results.
 - **Real trace.** A real crawl of the local test web, ``generate_web(60, 80, seed=1,
   links_per_page=25, same_host_links=0.9)`` (default host profiles and delays), with
   ``TwoLevelScheduler`` and ``HostMetricsMiddleware``, run as ``python -m
-  scrapy_twolevel.testing crawl`` in its own process. ``DUPEFILTER_CLASS`` is this file's
+  scrapy_twolevel.testweb crawl`` in its own process. ``DUPEFILTER_CLASS`` is this file's
   :class:`RecordingDupeFilter`, a ``SeenCacheDupeFilter`` that first appends, for every
   ``request_seen`` call, the request's key (the first 16 bytes of
   ``crawler.request_fingerprinter.fingerprint(request)``, the dupefilter's own key), its
@@ -65,15 +65,12 @@ Writes ``benchmarks/results/url_cache_study.json`` (every hit count and paramete
 
 from __future__ import annotations
 
-import argparse
 import collections
 import gc
 import json
 import os
 import random
-import shlex
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -85,6 +82,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import reporting
+from harness import report
+from harness.crawl import crawl_test_web
 from scrapy_twolevel.config import DEFAULTS
 from scrapy_twolevel.dupefilter import SeenCacheDupeFilter
 from scrapy_twolevel.seen.cache import (
@@ -244,8 +243,8 @@ class RecordingDupeFilter(SeenCacheDupeFilter):
 
 def record_real_trace(params: dict[str, Any], tmp: Path) -> dict[str, Any]:
     """Crawl the test web once, recording the trace; return it with the crawl's facts."""
-    from scrapy_twolevel.testing import generate_web
-    from scrapy_twolevel.testing.spider import CrawlResult
+    from scrapy_twolevel.testweb import generate_web
+    from scrapy_twolevel.testweb.spider import CrawlResult
 
     web = generate_web(
         params["n_hosts"],
@@ -256,16 +255,9 @@ def record_real_trace(params: dict[str, Any], tmp: Path) -> dict[str, Any]:
     )
     web_file, out, trace_file = tmp / "web.json", tmp / "result.json", tmp / "trace.tsv"
     web_file.write_text(web.to_json())
-    cmd = [sys.executable, "-m", "scrapy_twolevel.testing", "crawl", "--web", str(web_file)]
-    cmd += ["--output", str(out)]
-    for name, value in {**CRAWL_SETTINGS, TRACE_SETTING: str(trace_file)}.items():
-        cmd += ["--set", f"{name}={json.dumps(value)}"]
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(HERE), os.environ.get("PYTHONPATH")])),
-    }
+    settings = {**CRAWL_SETTINGS, TRACE_SETTING: str(trace_file)}
     t0 = time.monotonic()
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=CRAWL_TIMEOUT, env=env)
+    proc = crawl_test_web(web_file, out, settings, CRAWL_TIMEOUT)
     wall = time.monotonic() - t0
     if proc.returncode != 0:
         raise SystemExit(f"the crawl failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
@@ -860,10 +852,7 @@ def plot(trace: dict[str, Any], title: str, path: Path, marks: dict[str, int]) -
     ax.set_title(title, fontsize=10)
     ax.grid(alpha=0.3)
     ax.legend(loc="lower right", fontsize=8)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    report.save_figure(fig, path)
 
 
 def recommend(
@@ -917,8 +906,7 @@ def recommend(
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="small web and trace; writes nothing")
+    parser = report.arg_parser(__doc__, quick="small web and trace; writes nothing")
     args = parser.parse_args()
     quick = args.quick
     real_params = REAL_QUICK if quick else REAL
@@ -926,11 +914,8 @@ def main() -> int:
     sens_params = SENSITIVITY_QUICK if quick else SENSITIVITY
     sizes = SIZES_QUICK if quick else SIZES
     timing = TIMING_QUICK if quick else TIMING
-    started = time.monotonic()
-
-    def log(text: str) -> None:
-        print(f"[{time.monotonic() - started:6.0f} s] {text}", flush=True)
-
+    clock = report.Clock("[{:6.0f} s] {}")
+    log = clock.log
     traces: dict[str, dict[str, Any]] = {}
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
@@ -998,7 +983,7 @@ def main() -> int:
                 + " ".join(f"{_exp(s)} {r:.3f}" for s, r in rates.items())
             )
 
-    run_time = time.monotonic() - started
+    run_time = clock.elapsed()
     rec_default = recommend(traces, cost, memory, context, sens)
     for name, trace in traces.items():
         print(f"## {name}\n")
@@ -1010,7 +995,8 @@ def main() -> int:
     if quick:
         print(f"--quick: nothing written ({run_time:.0f} s)")
         return 0
-    write_outputs(traces, cost, memory, context, sens, rec_default, sizes, run_time)
+    measured = {"traces": traces, "cost": cost, "memory": memory, "context": context, "sens": sens}
+    write_outputs(measured, rec_default, sizes, run_time)
     return 0
 
 
@@ -1018,15 +1004,13 @@ def _pct(x: float) -> str:
     return f"{100 * x:.1f}%"
 
 
-def findings(
-    traces: dict[str, dict[str, Any]],
-    cost: dict[str, Any],
-    memory: dict[str, Any],
-    context: dict[str, Any],
-    sens: dict[str, Any],
-    rec: dict[str, Any],
-) -> list[str]:
+#: What :func:`recommend` weighs, as :func:`findings` and :func:`write_outputs` take it.
+MEASURED = ("traces", "cost", "memory", "context", "sens")
+
+
+def findings(measured: dict[str, Any], rec: dict[str, Any]) -> list[str]:
     """What the numbers show, in sentences generated from them."""
+    traces, cost, memory, context, sens = (measured[k] for k in MEASURED)
     out = []
     size = rec["size"]
     for name, trace in traces.items():
@@ -1154,18 +1138,12 @@ def params_table(p: dict[str, Any]) -> reporting.Table:
 
 
 def write_outputs(
-    traces: dict[str, dict[str, Any]],
-    cost: dict[str, Any],
-    memory: dict[str, Any],
-    context: dict[str, Any],
-    sens: dict[str, Any],
-    rec: dict[str, Any],
-    sizes: Sequence[int],
-    run_time: float,
+    measured: dict[str, Any], rec: dict[str, Any], sizes: Sequence[int], run_time: float
 ) -> None:
     import scrapy
 
-    command = "python " + shlex.join([os.path.relpath(__file__), *sys.argv[1:]])
+    traces, cost, memory, context, sens = (measured[k] for k in MEASURED)
+    command = report.command_line(__file__, sys.argv[1:])
     env = {**reporting.environment(), "scrapy": scrapy.__version__}
     definitions = {
         "test": "one request_seen call: one link the spider yielded (or a seed), duplicates "
@@ -1220,7 +1198,7 @@ def write_outputs(
     sections: list[reporting.Section] = [
         (
             "What the numbers show",
-            "\n\n".join(findings(traces, cost, memory, context, sens, rec)),
+            "\n\n".join(findings(measured, rec)),
             [],
         ),
         ("The traces", "", [("", facts_table(traces["real"], traces["synthetic"]))]),
@@ -1307,7 +1285,7 @@ def write_outputs(
         "context": context,
         "sensitivity": {"pages": SENSITIVITY["pages"], "open_hosts": sens},
         "recommendation": rec,
-        "findings": findings(traces, cost, memory, context, sens, rec),
+        "findings": findings(measured, rec),
     }
     RESULTS_JSON.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
     (reporting.RESULTS_DIR / f"{NAME}.md").write_text("\n".join(md), encoding="utf-8")

@@ -4,19 +4,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from .components import (
+    DUPEFILTER_PATH,
+    MIDDLEWARE_ORDER,
+    SCHEDULER_PATH,
+    SEED_MIDDLEWARE_ORDER,
+    TOPIC_MIDDLEWARE_ORDER,
+)
+
 if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
-
-SCHEDULER_PATH = "scrapy_twolevel.scheduler.TwoLevelScheduler"
-MIDDLEWARE_PATH = "scrapy_twolevel.middleware.HostMetricsMiddleware"
-DUPEFILTER_PATH = "scrapy_twolevel.dupefilter.SeenCacheDupeFilter"
-MIDDLEWARE_ORDER = 950
-SEED_MIDDLEWARE_PATH = "scrapy_twolevel.seeds.SeedMiddleware"
-#: Near the spider: it tags what the callback yields before other middlewares filter it.
-SEED_MIDDLEWARE_ORDER = 950
-TOPIC_MIDDLEWARE_PATH = "scrapy_twolevel.topics.TopicMiddleware"
-#: Near the spider too: it sees the callback's output as the callback yields it.
-TOPIC_MIDDLEWARE_ORDER = 960
 
 
 class Addon:
@@ -24,19 +21,21 @@ class Addon:
     the seed middleware (inert unless ``TWOLEVEL_RECRAWL`` is on) and the topic middleware
     (inert unless ``TWOLEVEL_TOPICS`` is set).
 
-    The same as the three manual lines in ``settings.py``. Scrapy calls add-ons after the
-    project's, the spider's and the command line's settings are in, and both yield to them:
+    The same as the five manual lines in ``settings.py`` (see the quick start). Scrapy
+    calls add-ons after the project's, the spider's and the command line's settings are
+    in, and both yield to them:
 
     * ``SCHEDULER`` and ``DUPEFILTER_CLASS`` are set at ``"addon"`` priority: a value set
       anywhere else (the project, the spider, the command line) wins.
-    * The middlewares are added at order 950 with Scrapy's
-      ``setdefault_in_component_priority_dict``, unless the dict in effect already lists it,
-      by import path or by class (so a project's own order for it, or ``None`` to disable
-      it, is kept). The priority of the ``DOWNLOADER_MIDDLEWARES`` setting itself is left
-      as it was.
+    * The middlewares are added (at orders 950, 950 and 960) with Scrapy's
+      ``setdefault_in_component_priority_dict``, unless the dict in effect already lists
+      one, by import path or by class (so a project's own order for it, or ``None`` to
+      disable it, is kept). The priority of the ``*_MIDDLEWARES`` settings themselves is
+      left as it was.
     """
 
     def update_settings(self, settings: BaseSettings) -> None:
+        # Imported here: ``import scrapy_twolevel`` stays light (no Scrapy machinery).
         from .middleware import HostMetricsMiddleware
         from .seeds import SeedMiddleware
         from .topics import TopicMiddleware

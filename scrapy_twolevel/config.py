@@ -1,9 +1,18 @@
-"""Every ``TWOLEVEL_*`` setting: its default, its rule, and one frozen object holding them.
+"""Every ``TWOLEVEL_*`` setting in one table: its name, its default and its rule.
 
-:meth:`TwoLevelConfig.from_settings` is the only place that reads the scheduler's and the
-middleware's settings (the test web's extension reads its own ``TWOLEVEL_TESTWEB_*``). It
-validates them all at start-up and raises :class:`SettingsError` (a ``ValueError``) naming
-the setting, the value and what is allowed, because Scrapy builds the scheduler directly
+Each setting is a :class:`Setting` written once, below; ``docs/settings.rst`` documents each
+(a test checks every name and default there against this table). One frozen reader per
+feature turns the settings into plain values, validating all of them at start-up:
+
+- :class:`TwoLevelConfig`: the scheduler and the host metrics middleware;
+- :class:`SeenConfig`: the seen cache (``TWOLEVEL_SEEN_*``);
+- :class:`RecrawlConfig`: seed recrawling (``TWOLEVEL_RECRAWL*``);
+- :class:`ClusterConfig`: the distributed mode;
+- :func:`topic_specs`: the topics (``TWOLEVEL_TOPICS``).
+
+Nothing else reads a ``TWOLEVEL_*`` setting (the test web's extension reads its own
+``TWOLEVEL_TESTWEB_*``). An invalid value raises :class:`SettingsError` (a ``ValueError``)
+naming the setting, the value and the rule, because Scrapy builds the scheduler directly
 and would not catch a ``NotConfigured``.
 """
 
@@ -12,83 +21,33 @@ from __future__ import annotations
 import difflib
 import json
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from .errors import SettingsError
 from .frontier.estimates import CostParams
 from .frontier.failures import FailurePolicy
-from .frontier.topics import TopicSpec, parse_topics
+from .frontier.host_keys import HOST_KEY_MODES
+from .frontier.policies import BUILTIN_POLICIES
+from .frontier.topic_frontier import TopicSpec, parse_topics
 from .seen.cache import CACHE_POLICIES
 
-HOST_KEYS = ("hostname", "domain", "ip")
-BUILTIN_POLICY_NAMES = ("breadth-first", "performance-first", "quality-first", "crawl-capability")
+__all__ = [
+    "DEFAULTS",
+    "SETTINGS",
+    "ClusterConfig",
+    "RecrawlConfig",
+    "SeenConfig",
+    "Setting",
+    "SettingsError",
+    "TwoLevelConfig",
+    "topic_specs",
+    "unknown_settings",
+]
+
 #: Settings with this prefix belong to the test web's extension, not to this module.
 TESTWEB_PREFIX = "TWOLEVEL_TESTWEB_"
-
-_COST = CostParams()
-_FAILURES = FailurePolicy()
-
-#: Defaults, in one place; ``docs/settings.rst`` documents each.
-DEFAULTS: dict[str, Any] = {
-    "TWOLEVEL_POLICY": "crawl-capability",
-    "TWOLEVEL_MAX_OPEN_HOSTS": None,  # None: CONCURRENT_REQUESTS (0 there: no limit)
-    "TWOLEVEL_DEFAULT_REQUESTS_PER_CONNECTION": _COST.default_requests_per_connection,
-    "TWOLEVEL_KEEPALIVE_SPEEDUP": _COST.keepalive_speedup,
-    "TWOLEVEL_EWMA_ALPHA": _COST.alpha,
-    "TWOLEVEL_DEFAULT_CONNECTION_TIME": _COST.default_connection_time,
-    "TWOLEVEL_DEFAULT_RESPONSE_TIME": _COST.default_response_time,
-    "TWOLEVEL_QUALITY": "priority",
-    "TWOLEVEL_HOST_KEY": "hostname",
-    "TWOLEVEL_IDLE_TIMEOUT": 15.0,
-    "TWOLEVEL_STATS_TOP_HOSTS": 10,
-    "TWOLEVEL_DISK_CACHE_MB": 4,
-    "TWOLEVEL_COMMIT_INTERVAL": 1.0,
-    "TWOLEVEL_SESSION_FAILURES": _FAILURES.session_failures,
-    "TWOLEVEL_BACKOFF": _FAILURES.backoff,
-    "TWOLEVEL_BACKOFF_MAX": _FAILURES.backoff_max,
-    "TWOLEVEL_FAILED_SESSIONS": _FAILURES.failed_sessions,
-    # The seen cache (scrapy_twolevel.dupefilter.SeenCacheDupeFilter)
-    "TWOLEVEL_SEEN_MODE": "exact",
-    # From benchmarks/url_cache_study.py: CLOCK matches LRU's hit rate for less CPU and
-    # RAM; 2^16 is the critical point with up to 64 hosts crawled at once (docs/seencache.rst)
-    "TWOLEVEL_SEEN_CACHE_POLICY": "clock",
-    "TWOLEVEL_SEEN_CACHE_SIZE": 1 << 16,
-    "TWOLEVEL_SEEN_ERROR_RATE": None,  # None: 0.01 in exact mode, 0.0001 in bloom-only
-    "TWOLEVEL_SEEN_BLOOM": "builtin",
-    "TWOLEVEL_SEEN_INITIAL_CAPACITY": 1 << 20,
-    "TWOLEVEL_SEEN_PATH": None,  # None: JOBDIR, else a temporary file removed at close
-    # Seed recrawling (scrapy_twolevel.seeds, docs/recrawl.rst)
-    "TWOLEVEL_RECRAWL": False,
-    "TWOLEVEL_RECRAWL_HISTORY": None,  # None: JOBDIR, else .scrapy/twolevel/<spider>/
-    "TWOLEVEL_RECRAWL_MODEL": None,  # None: recrawl-model.json beside the history
-    "TWOLEVEL_RECRAWL_BUDGET": None,  # fetches per day over all seeds; None: the threshold
-    "TWOLEVEL_RECRAWL_THRESHOLD": 1.0,
-    "TWOLEVEL_RECRAWL_GAMMA": 0.5,
-    "TWOLEVEL_RECRAWL_MIN_INTERVAL": 60.0,
-    "TWOLEVEL_RECRAWL_MAX_INTERVAL": 86400.0,
-    "TWOLEVEL_RECRAWL_INITIAL_INTERVAL": 3600.0,
-    "TWOLEVEL_RECRAWL_LIST_SIZE": None,
-    "TWOLEVEL_RECRAWL_DURATION": 0.0,  # real seconds the crawl stays open; 0: no bound
-    "TWOLEVEL_RECRAWL_TRAIN_DAYS": 30,
-    "TWOLEVEL_RECRAWL_MIN_SAMPLES": 1000,
-    "TWOLEVEL_RECRAWL_RETRAIN_INTERVAL": 0.0,  # planner seconds; 0: never during a crawl
-    "TWOLEVEL_RECRAWL_TIME_SCALE": 1.0,
-    "TWOLEVEL_RECRAWL_TIME_ORIGIN": None,
-    # the distributed mode (TWOLEVEL_REDIS_URL switches it on)
-    "TWOLEVEL_REDIS_URL": None,  # e.g. redis://127.0.0.1:6379/0; None: one machine, no Redis
-    "TWOLEVEL_CRAWL_ID": None,  # None: the spider's name
-    "TWOLEVEL_NODE_ID": None,  # None: <host name>-<process id>
-    "TWOLEVEL_BUCKETS": 16384,
-    "TWOLEVEL_NODE_TTL": 10.0,
-    "TWOLEVEL_SYNC_INTERVAL": 0.1,
-    "TWOLEVEL_WAIT_FOR_WORK": 0.0,
-    "TWOLEVEL_REBALANCE_INTERVAL": 30.0,  # seconds between rebalances by load; 0: never
-    "TWOLEVEL_REBALANCE_TOLERANCE": 0.25,  # share of the mean node load left unbalanced
-    # topics (None: one topic; see docs/topics.rst)
-    "TWOLEVEL_TOPICS": None,
-}
-
 #: Days at the end of the training window that validate the model (``FitParams.tail_days``).
 RECRAWL_TAIL_DAYS = 7
 SEEN_MODES = ("exact", "bloom-only")
@@ -96,17 +55,21 @@ SEEN_BLOOMS = ("builtin", "pybloom-live")
 #: Filter error rate when TWOLEVEL_SEEN_ERROR_RATE is not set. Exact mode: a "maybe" costs
 #: one store lookup. Bloom-only: a "maybe" loses a new URL.
 DEFAULT_SEEN_ERROR_RATE = {"exact": 0.01, "bloom-only": 0.0001}
-
-
-class SettingsError(ValueError):
-    """A ``TWOLEVEL_*`` setting (or a Scrapy setting the scheduler relies on) is invalid."""
+REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
 
 
 class _Settings(Protocol):
     def get(self, name: str, default: Any = None) -> Any: ...
 
 
-def _integer(name: str, raw: Any, rule: str, ok: Any) -> int:
+#: ``(name, raw value) -> value``; raises :class:`SettingsError` naming the setting.
+Rule = Callable[[str, Any], Any]
+
+
+# -- rules ---------------------------------------------------------------------------------
+
+
+def _integer(name: str, raw: Any, rule: str, ok: Callable[[int], bool]) -> int:
     """An ``int``, or a string of one (``-s NAME=8`` passes ``"8"``); never a bool or 2.7."""
     value: int | None = None
     if type(raw) is int:
@@ -123,7 +86,7 @@ def _integer(name: str, raw: Any, rule: str, ok: Any) -> int:
     return value
 
 
-def _real(name: str, raw: Any, rule: str, ok: Any) -> float:
+def _real(name: str, raw: Any, rule: str, ok: Callable[[float], bool]) -> float:
     """A finite ``int``/``float`` or a string of one; never a bool."""
     value: float | None = None
     if type(raw) in (int, float):
@@ -142,23 +105,233 @@ def _real(name: str, raw: Any, rule: str, ok: Any) -> float:
     return value
 
 
-def _get(settings: _Settings, name: str) -> Any:
-    return settings.get(name, DEFAULTS[name])
+def integer(rule: str, ok: Callable[[int], bool]) -> Rule:
+    return lambda name, raw: _integer(name, raw, rule, ok)
 
 
-def _int_setting(settings: _Settings, name: str, rule: str, ok: Any) -> int:
-    return _integer(name, _get(settings, name), rule, ok)
+def real(rule: str, ok: Callable[[float], bool]) -> Rule:
+    return lambda name, raw: _real(name, raw, rule, ok)
 
 
-def _float_setting(settings: _Settings, name: str, rule: str, ok: Any) -> float:
-    return _real(name, _get(settings, name), rule, ok)
+def choice(*valid: str) -> Rule:
+    def check(name: str, value: Any) -> str:
+        if value not in valid:
+            raise SettingsError(f"{name}={value!r} is not valid; use one of: {', '.join(valid)}")
+        return value
+
+    return check
 
 
-def _choice(settings: _Settings, name: str, valid: tuple[str, ...]) -> str:
-    value = _get(settings, name)
-    if value not in valid:
-        raise SettingsError(f"{name}={value!r} is not valid; use one of: {', '.join(valid)}")
+def optional(rule: Rule) -> Rule:
+    """``None`` stays ``None`` (the documented meaning of an unset value)."""
+    return lambda name, raw: None if raw is None else rule(name, raw)
+
+
+def flag(name: str, value: Any) -> bool:
+    """A bool, or what ``-s NAME=...`` passes: 1/0, true/false (any case)."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int) and value in (0, 1):
+        return bool(value)
+    if isinstance(value, str) and value.strip().lower() in ("1", "true", "0", "false"):
+        return value.strip().lower() in ("1", "true")
+    raise SettingsError(f"{name}={value!r} is not valid; use True or False")
+
+
+def path(name: str, value: Any) -> str | None:
+    """A path, ``None`` (or ``""``) for the documented default place."""
+    if value is not None and not isinstance(value, str):
+        raise SettingsError(f"{name}={value!r} is not a path (a string)")
+    return value or None
+
+
+def node_name(name: str, value: Any) -> str | None:
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str) or any(c.isspace() for c in value):
+        raise SettingsError(f"{name}={value!r} is not valid; use a name without spaces")
     return value
+
+
+def _policy(name: str, value: Any) -> str:
+    builtin_or_path = value in BUILTIN_POLICIES or "." in str(value)
+    if not isinstance(value, str) or not value or not builtin_or_path:
+        raise SettingsError(
+            f"{name}={value!r} is not valid; use one of: {', '.join(BUILTIN_POLICIES)}, "
+            "or the import path of a Policy subclass"
+        )
+    return value
+
+
+def _quality(name: str, value: Any) -> str:
+    if not isinstance(value, str) or not (
+        value == "priority"
+        or (value.startswith("meta:") and len(value) > 5)
+        or ("." in value and not value.startswith("meta:"))
+    ):
+        raise SettingsError(
+            f"{name}={value!r} is not valid; use 'priority', 'meta:<key>', "
+            "or the import path of a callable taking a Request and returning a number"
+        )
+    return value
+
+
+def _redis_url(name: str, value: Any) -> str | None:
+    url = value or None
+    if url is not None and not (isinstance(url, str) and url.startswith(REDIS_SCHEMES)):
+        raise SettingsError(
+            f"{name}={url!r} is not valid; use a Redis URL starting with "
+            f"{', '.join(REDIS_SCHEMES)} (e.g. redis://127.0.0.1:6379/0), or None for "
+            "a crawl on one machine"
+        )
+    return url
+
+
+def _as_is(name: str, value: Any) -> Any:
+    return value  # checked by its reader (topic_specs)
+
+
+# -- the table -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Setting:
+    """One ``TWOLEVEL_*`` setting: its name, its default and its rule."""
+
+    name: str
+    default: Any
+    rule: Rule
+
+    def raw(self, settings: _Settings) -> Any:
+        return settings.get(self.name, self.default)
+
+    def read(self, settings: _Settings, rule: Rule | None = None) -> Any:
+        """The value, checked by the setting's rule (or by ``rule``, where the bound
+        depends on another setting)."""
+        return (rule or self.rule)(self.name, self.raw(settings))
+
+
+_COST = CostParams()
+_FAILURES = FailurePolicy()
+SECONDS = real("seconds >= 0", lambda v: v >= 0)
+POSITIVE_SECONDS = real("seconds > 0", lambda v: v > 0)
+AT_LEAST_ONE = integer("an integer >= 1", lambda v: v >= 1)
+NOT_NEGATIVE = integer("an integer >= 0", lambda v: v >= 0)
+
+# The scheduler and the middleware (TwoLevelConfig)
+POLICY = Setting("TWOLEVEL_POLICY", "crawl-capability", _policy)
+MAX_OPEN_HOSTS = Setting("TWOLEVEL_MAX_OPEN_HOSTS", None, optional(AT_LEAST_ONE))
+REQUESTS_PER_CONNECTION = Setting(
+    "TWOLEVEL_DEFAULT_REQUESTS_PER_CONNECTION",
+    _COST.default_requests_per_connection,
+    real("a number >= 1", lambda v: v >= 1),
+)
+KEEPALIVE_SPEEDUP = Setting(
+    "TWOLEVEL_KEEPALIVE_SPEEDUP", _COST.keepalive_speedup, real("a number > 0 (p)", lambda v: v > 0)
+)
+EWMA_ALPHA = Setting(
+    "TWOLEVEL_EWMA_ALPHA", _COST.alpha, real("a number in [0, 1)", lambda v: 0 <= v < 1)
+)
+CONNECTION_TIME = Setting(
+    "TWOLEVEL_DEFAULT_CONNECTION_TIME", _COST.default_connection_time, SECONDS
+)
+RESPONSE_TIME = Setting(
+    "TWOLEVEL_DEFAULT_RESPONSE_TIME", _COST.default_response_time, POSITIVE_SECONDS
+)
+QUALITY = Setting("TWOLEVEL_QUALITY", "priority", _quality)
+HOST_KEY = Setting("TWOLEVEL_HOST_KEY", "hostname", choice(*HOST_KEY_MODES))
+IDLE_TIMEOUT = Setting("TWOLEVEL_IDLE_TIMEOUT", 15.0, SECONDS)
+STATS_TOP_HOSTS = Setting("TWOLEVEL_STATS_TOP_HOSTS", 10, NOT_NEGATIVE)
+DISK_CACHE_MB = Setting("TWOLEVEL_DISK_CACHE_MB", 4, AT_LEAST_ONE)
+COMMIT_INTERVAL = Setting("TWOLEVEL_COMMIT_INTERVAL", 1.0, POSITIVE_SECONDS)
+SESSION_FAILURES = Setting("TWOLEVEL_SESSION_FAILURES", _FAILURES.session_failures, AT_LEAST_ONE)
+BACKOFF = Setting("TWOLEVEL_BACKOFF", _FAILURES.backoff, SECONDS)
+BACKOFF_MAX = Setting("TWOLEVEL_BACKOFF_MAX", _FAILURES.backoff_max, SECONDS)  # >= BACKOFF
+FAILED_SESSIONS = Setting(
+    "TWOLEVEL_FAILED_SESSIONS",
+    _FAILURES.failed_sessions,
+    integer("an integer >= 0 (0: never give a host up)", lambda v: v >= 0),
+)
+# The seen cache (SeenConfig)
+SEEN_MODE = Setting("TWOLEVEL_SEEN_MODE", "exact", choice(*SEEN_MODES))
+# From benchmarks/url_cache_study.py: CLOCK matches LRU's hit rate for less CPU and RAM;
+# 2^16 is the critical point with up to 64 hosts crawled at once (docs/seencache.rst)
+SEEN_CACHE_POLICY = Setting("TWOLEVEL_SEEN_CACHE_POLICY", "clock", choice(*CACHE_POLICIES))
+SEEN_CACHE_SIZE = Setting("TWOLEVEL_SEEN_CACHE_SIZE", 1 << 16, NOT_NEGATIVE)
+SEEN_ERROR_RATE = Setting(  # None: DEFAULT_SEEN_ERROR_RATE of the mode
+    "TWOLEVEL_SEEN_ERROR_RATE",
+    None,
+    optional(real("a number in [0.000001, 0.5]", lambda v: 1e-6 <= v <= 0.5)),
+)
+SEEN_BLOOM = Setting("TWOLEVEL_SEEN_BLOOM", "builtin", choice(*SEEN_BLOOMS))
+SEEN_INITIAL_CAPACITY = Setting(
+    "TWOLEVEL_SEEN_INITIAL_CAPACITY", 1 << 20, integer("an integer >= 1000", lambda v: v >= 1000)
+)
+SEEN_PATH = Setting("TWOLEVEL_SEEN_PATH", None, path)  # None: JOBDIR, else a temporary file
+# Seed recrawling (RecrawlConfig; docs/recrawl.rst)
+RECRAWL = Setting("TWOLEVEL_RECRAWL", False, flag)
+RECRAWL_HISTORY = Setting("TWOLEVEL_RECRAWL_HISTORY", None, path)  # None: JOBDIR, else .scrapy
+RECRAWL_MODEL = Setting("TWOLEVEL_RECRAWL_MODEL", None, path)  # None: beside the history
+RECRAWL_BUDGET = Setting(  # fetches per day over all seeds; None: the threshold decides
+    "TWOLEVEL_RECRAWL_BUDGET", None, optional(real("fetches per day > 0", lambda v: v > 0))
+)
+RECRAWL_THRESHOLD = Setting(
+    "TWOLEVEL_RECRAWL_THRESHOLD", 1.0, real("a number > 0", lambda v: v > 0)
+)
+RECRAWL_GAMMA = Setting(
+    "TWOLEVEL_RECRAWL_GAMMA", 0.5, real("a number in [0, 1]", lambda v: 0 <= v <= 1)
+)
+RECRAWL_MIN_INTERVAL = Setting("TWOLEVEL_RECRAWL_MIN_INTERVAL", 60.0, POSITIVE_SECONDS)
+RECRAWL_MAX_INTERVAL = Setting("TWOLEVEL_RECRAWL_MAX_INTERVAL", 86400.0, POSITIVE_SECONDS)
+RECRAWL_INITIAL_INTERVAL = Setting("TWOLEVEL_RECRAWL_INITIAL_INTERVAL", 3600.0, POSITIVE_SECONDS)
+RECRAWL_LIST_SIZE = Setting("TWOLEVEL_RECRAWL_LIST_SIZE", None, optional(AT_LEAST_ONE))
+RECRAWL_DURATION = Setting(  # real seconds the crawl stays open
+    "TWOLEVEL_RECRAWL_DURATION", 0.0, real("seconds >= 0 (0: no bound)", lambda v: v >= 0)
+)
+RECRAWL_TRAIN_DAYS = Setting(
+    "TWOLEVEL_RECRAWL_TRAIN_DAYS",
+    30,
+    integer(
+        f"an integer > {RECRAWL_TAIL_DAYS} (the last {RECRAWL_TAIL_DAYS} days validate "
+        "the model trained on the days before)",
+        lambda v: v > RECRAWL_TAIL_DAYS,
+    ),
+)
+RECRAWL_MIN_SAMPLES = Setting("TWOLEVEL_RECRAWL_MIN_SAMPLES", 1000, NOT_NEGATIVE)
+RECRAWL_RETRAIN_INTERVAL = Setting(  # planner seconds
+    "TWOLEVEL_RECRAWL_RETRAIN_INTERVAL",
+    0.0,
+    real("seconds >= 0 (0: never during a crawl)", lambda v: v >= 0),
+)
+RECRAWL_TIME_SCALE = Setting(
+    "TWOLEVEL_RECRAWL_TIME_SCALE", 1.0, real("a number > 0", lambda v: v > 0)
+)
+RECRAWL_TIME_ORIGIN = Setting(
+    "TWOLEVEL_RECRAWL_TIME_ORIGIN", None, optional(real("epoch seconds", lambda v: True))
+)
+# The distributed mode (ClusterConfig; TWOLEVEL_REDIS_URL switches it on)
+REDIS_URL = Setting("TWOLEVEL_REDIS_URL", None, _redis_url)
+CRAWL_ID = Setting("TWOLEVEL_CRAWL_ID", None, node_name)  # None: the spider's name
+NODE_ID = Setting("TWOLEVEL_NODE_ID", None, node_name)  # None: <host name>-<process id>
+BUCKETS = Setting(
+    "TWOLEVEL_BUCKETS", 16384, integer("an integer in [1, 1000000]", lambda v: 1 <= v <= 10**6)
+)
+NODE_TTL = Setting("TWOLEVEL_NODE_TTL", 10.0, real("seconds >= 1", lambda v: v >= 1))
+SYNC_INTERVAL = Setting("TWOLEVEL_SYNC_INTERVAL", 0.1, POSITIVE_SECONDS)  # <= NODE_TTL / 10
+WAIT_FOR_WORK = Setting("TWOLEVEL_WAIT_FOR_WORK", 0.0, SECONDS)
+REBALANCE_INTERVAL = Setting(
+    "TWOLEVEL_REBALANCE_INTERVAL", 30.0, real("seconds >= 0 (0: never)", lambda v: v >= 0)
+)
+REBALANCE_TOLERANCE = Setting(  # share of the mean node load left unbalanced
+    "TWOLEVEL_REBALANCE_TOLERANCE", 0.25, real("a number >= 0", lambda v: v >= 0)
+)
+# Topics (topic_specs; None: one topic; docs/topics.rst)
+TOPICS = Setting("TWOLEVEL_TOPICS", None, _as_is)
+
+#: Every setting, in the order of ``docs/settings.rst``.
+SETTINGS: tuple[Setting, ...] = tuple(v for v in list(globals().values()) if isinstance(v, Setting))
+#: Defaults, by name.
+DEFAULTS: dict[str, Any] = {s.name: s.default for s in SETTINGS}
 
 
 def unknown_settings(names: Iterable[str]) -> list[tuple[str, str | None]]:
@@ -178,9 +351,12 @@ def unknown_settings(names: Iterable[str]) -> list[tuple[str, str | None]]:
     return found
 
 
+# -- one reader per feature ------------------------------------------------------------------
+
+
 @dataclass(frozen=True, slots=True)
 class TwoLevelConfig:
-    """All ``TWOLEVEL_*`` settings, resolved and validated."""
+    """The scheduler's and the middleware's settings, resolved and validated."""
 
     policy: str
     #: Hosts open at once; ``None``: no limit beyond the downloader's.
@@ -196,18 +372,9 @@ class TwoLevelConfig:
 
     @classmethod
     def from_settings(cls, settings: _Settings) -> TwoLevelConfig:
-        policy = _get(settings, "TWOLEVEL_POLICY")
-        if (
-            not isinstance(policy, str)
-            or not policy
-            or (policy not in BUILTIN_POLICY_NAMES and "." not in policy)
-        ):
-            raise SettingsError(
-                f"TWOLEVEL_POLICY={policy!r} is not valid; use one of: "
-                f"{', '.join(BUILTIN_POLICY_NAMES)}, or the import path of a Policy subclass"
-            )
-        max_open: int | None
-        if settings.get("TWOLEVEL_MAX_OPEN_HOSTS") is None:
+        policy = POLICY.read(settings)
+        max_open = MAX_OPEN_HOSTS.read(settings)
+        if max_open is None:
             # As in Scrapy's downloader, CONCURRENT_REQUESTS = 0 means "no limit".
             concurrent = _integer(
                 "CONCURRENT_REQUESTS",
@@ -216,78 +383,35 @@ class TwoLevelConfig:
                 lambda v: v >= 0,
             )
             max_open = concurrent or None
-        else:
-            max_open = _int_setting(
-                settings, "TWOLEVEL_MAX_OPEN_HOSTS", "an integer >= 1", lambda v: v >= 1
-            )
         cost = CostParams(
-            default_requests_per_connection=_float_setting(
-                settings,
-                "TWOLEVEL_DEFAULT_REQUESTS_PER_CONNECTION",
-                "a number >= 1",
-                lambda v: v >= 1,
-            ),
-            keepalive_speedup=_float_setting(
-                settings, "TWOLEVEL_KEEPALIVE_SPEEDUP", "a number > 0 (p)", lambda v: v > 0
-            ),
-            alpha=_float_setting(
-                settings, "TWOLEVEL_EWMA_ALPHA", "a number in [0, 1)", lambda v: 0 <= v < 1
-            ),
-            default_connection_time=_float_setting(
-                settings, "TWOLEVEL_DEFAULT_CONNECTION_TIME", "seconds >= 0", lambda v: v >= 0
-            ),
-            default_response_time=_float_setting(
-                settings, "TWOLEVEL_DEFAULT_RESPONSE_TIME", "seconds > 0", lambda v: v > 0
-            ),
+            default_requests_per_connection=REQUESTS_PER_CONNECTION.read(settings),
+            keepalive_speedup=KEEPALIVE_SPEEDUP.read(settings),
+            alpha=EWMA_ALPHA.read(settings),
+            default_connection_time=CONNECTION_TIME.read(settings),
+            default_response_time=RESPONSE_TIME.read(settings),
         )
-        backoff = _float_setting(settings, "TWOLEVEL_BACKOFF", "seconds >= 0", lambda v: v >= 0)
+        backoff = BACKOFF.read(settings)
         failures = FailurePolicy(
-            session_failures=_int_setting(
-                settings, "TWOLEVEL_SESSION_FAILURES", "an integer >= 1", lambda v: v >= 1
-            ),
+            session_failures=SESSION_FAILURES.read(settings),
             backoff=backoff,
-            backoff_max=_float_setting(
+            backoff_max=BACKOFF_MAX.read(
                 settings,
-                "TWOLEVEL_BACKOFF_MAX",
-                f"seconds >= TWOLEVEL_BACKOFF ({backoff})",
-                lambda v: v >= backoff,
+                real(f"seconds >= TWOLEVEL_BACKOFF ({backoff})", lambda v: v >= backoff),
             ),
-            failed_sessions=_int_setting(
-                settings,
-                "TWOLEVEL_FAILED_SESSIONS",
-                "an integer >= 0 (0: never give a host up)",
-                lambda v: v >= 0,
-            ),
+            failed_sessions=FAILED_SESSIONS.read(settings),
         )
-        quality = _get(settings, "TWOLEVEL_QUALITY")
-        if not isinstance(quality, str) or not (
-            quality == "priority"
-            or (quality.startswith("meta:") and len(quality) > 5)
-            or ("." in quality and not quality.startswith("meta:"))
-        ):
-            raise SettingsError(
-                f"TWOLEVEL_QUALITY={quality!r} is not valid; use 'priority', 'meta:<key>', "
-                "or the import path of a callable taking a Request and returning a number"
-            )
+        quality = QUALITY.read(settings)
         return cls(
             policy=policy,
             max_open_hosts=max_open,
             cost=cost,
             failures=failures,
             quality=quality,
-            host_key=_choice(settings, "TWOLEVEL_HOST_KEY", HOST_KEYS),
-            idle_timeout=_float_setting(
-                settings, "TWOLEVEL_IDLE_TIMEOUT", "seconds >= 0", lambda v: v >= 0
-            ),
-            stats_top_hosts=_int_setting(
-                settings, "TWOLEVEL_STATS_TOP_HOSTS", "an integer >= 0", lambda v: v >= 0
-            ),
-            disk_cache_mb=_int_setting(
-                settings, "TWOLEVEL_DISK_CACHE_MB", "an integer >= 1", lambda v: v >= 1
-            ),
-            commit_interval=_float_setting(
-                settings, "TWOLEVEL_COMMIT_INTERVAL", "seconds > 0", lambda v: v > 0
-            ),
+            host_key=HOST_KEY.read(settings),
+            idle_timeout=IDLE_TIMEOUT.read(settings),
+            stats_top_hosts=STATS_TOP_HOSTS.read(settings),
+            disk_cache_mb=DISK_CACHE_MB.read(settings),
+            commit_interval=COMMIT_INTERVAL.read(settings),
         )
 
 
@@ -305,54 +429,18 @@ class SeenConfig:
 
     @classmethod
     def from_settings(cls, settings: _Settings) -> SeenConfig:
-        mode = _choice(settings, "TWOLEVEL_SEEN_MODE", SEEN_MODES)
-        if settings.get("TWOLEVEL_SEEN_ERROR_RATE") is None:
-            error_rate = DEFAULT_SEEN_ERROR_RATE[mode]
-        else:
-            error_rate = _float_setting(
-                settings,
-                "TWOLEVEL_SEEN_ERROR_RATE",
-                "a number in [0.000001, 0.5]",
-                lambda v: 1e-6 <= v <= 0.5,
-            )
-        path = _get(settings, "TWOLEVEL_SEEN_PATH")
-        if path is not None and not isinstance(path, str):
-            raise SettingsError(f"TWOLEVEL_SEEN_PATH={path!r} is not a path (a string)")
+        mode = SEEN_MODE.read(settings)
+        error_rate = SEEN_ERROR_RATE.read(settings)
+        path = SEEN_PATH.read(settings)
         return cls(
             mode=mode,
-            cache_policy=_choice(settings, "TWOLEVEL_SEEN_CACHE_POLICY", CACHE_POLICIES),
-            cache_size=_int_setting(
-                settings, "TWOLEVEL_SEEN_CACHE_SIZE", "an integer >= 0", lambda v: v >= 0
-            ),
-            error_rate=error_rate,
-            bloom=_choice(settings, "TWOLEVEL_SEEN_BLOOM", SEEN_BLOOMS),
-            initial_capacity=_int_setting(
-                settings,
-                "TWOLEVEL_SEEN_INITIAL_CAPACITY",
-                "an integer >= 1000",
-                lambda v: v >= 1000,
-            ),
-            path=path or None,
+            cache_policy=SEEN_CACHE_POLICY.read(settings),
+            cache_size=SEEN_CACHE_SIZE.read(settings),
+            error_rate=DEFAULT_SEEN_ERROR_RATE[mode] if error_rate is None else error_rate,
+            bloom=SEEN_BLOOM.read(settings),
+            initial_capacity=SEEN_INITIAL_CAPACITY.read(settings),
+            path=path,
         )
-
-
-def _optional_path(settings: _Settings, name: str) -> str | None:
-    value = _get(settings, name)
-    if value is not None and not isinstance(value, str):
-        raise SettingsError(f"{name}={value!r} is not a path (a string)")
-    return value or None
-
-
-def _flag(settings: _Settings, name: str) -> bool:
-    """A bool, or what ``-s NAME=...`` passes: 1/0, true/false (any case)."""
-    value = _get(settings, name)
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, int) and value in (0, 1):
-        return bool(value)
-    if isinstance(value, str) and value.strip().lower() in ("1", "true", "0", "false"):
-        return value.strip().lower() in ("1", "true")
-    raise SettingsError(f"{name}={value!r} is not valid; use True or False")
 
 
 @dataclass(frozen=True, slots=True)
@@ -378,90 +466,39 @@ class RecrawlConfig:
 
     @classmethod
     def from_settings(cls, settings: _Settings) -> RecrawlConfig:
-        budget = None
-        if _get(settings, "TWOLEVEL_RECRAWL_BUDGET") is not None:
-            budget = _float_setting(
-                settings, "TWOLEVEL_RECRAWL_BUDGET", "fetches per day > 0", lambda v: v > 0
-            )
-        min_interval = _float_setting(
-            settings, "TWOLEVEL_RECRAWL_MIN_INTERVAL", "seconds > 0", lambda v: v > 0
-        )
-        max_interval = _float_setting(
+        budget = RECRAWL_BUDGET.read(settings)
+        low = RECRAWL_MIN_INTERVAL.read(settings)
+        high = RECRAWL_MAX_INTERVAL.read(
             settings,
-            "TWOLEVEL_RECRAWL_MAX_INTERVAL",
-            f"seconds >= TWOLEVEL_RECRAWL_MIN_INTERVAL ({min_interval})",
-            lambda v: v >= min_interval,
+            real(f"seconds >= TWOLEVEL_RECRAWL_MIN_INTERVAL ({low})", lambda v: v >= low),
         )
-        list_size = None
-        if _get(settings, "TWOLEVEL_RECRAWL_LIST_SIZE") is not None:
-            list_size = _int_setting(
-                settings, "TWOLEVEL_RECRAWL_LIST_SIZE", "an integer >= 1", lambda v: v >= 1
-            )
-        scale = _float_setting(
-            settings, "TWOLEVEL_RECRAWL_TIME_SCALE", "a number > 0", lambda v: v > 0
-        )
-        origin = None
-        if _get(settings, "TWOLEVEL_RECRAWL_TIME_ORIGIN") is not None:
-            origin = _float_setting(
-                settings, "TWOLEVEL_RECRAWL_TIME_ORIGIN", "epoch seconds", lambda v: True
-            )
+        list_size = RECRAWL_LIST_SIZE.read(settings)
+        scale = RECRAWL_TIME_SCALE.read(settings)
+        origin = RECRAWL_TIME_ORIGIN.read(settings)
         return cls(
-            enabled=_flag(settings, "TWOLEVEL_RECRAWL"),
-            history=_optional_path(settings, "TWOLEVEL_RECRAWL_HISTORY"),
-            model=_optional_path(settings, "TWOLEVEL_RECRAWL_MODEL"),
+            enabled=RECRAWL.read(settings),
+            history=RECRAWL_HISTORY.read(settings),
+            model=RECRAWL_MODEL.read(settings),
             budget=budget,
-            threshold=_float_setting(
-                settings, "TWOLEVEL_RECRAWL_THRESHOLD", "a number > 0", lambda v: v > 0
-            ),
-            gamma=_float_setting(
-                settings, "TWOLEVEL_RECRAWL_GAMMA", "a number in [0, 1]", lambda v: 0 <= v <= 1
-            ),
-            min_interval=min_interval,
-            max_interval=max_interval,
-            initial_interval=_float_setting(
+            threshold=RECRAWL_THRESHOLD.read(settings),
+            gamma=RECRAWL_GAMMA.read(settings),
+            min_interval=low,
+            max_interval=high,
+            initial_interval=RECRAWL_INITIAL_INTERVAL.read(
                 settings,
-                "TWOLEVEL_RECRAWL_INITIAL_INTERVAL",
-                f"seconds in [{min_interval}, {max_interval}] (the MIN and MAX intervals)",
-                lambda v: min_interval <= v <= max_interval,
+                real(
+                    f"seconds in [{low}, {high}] (the MIN and MAX intervals)",
+                    lambda v: low <= v <= high,
+                ),
             ),
             list_size=list_size,
-            duration=_float_setting(
-                settings,
-                "TWOLEVEL_RECRAWL_DURATION",
-                "seconds >= 0 (0: no bound)",
-                lambda v: v >= 0,
-            ),
-            train_days=_int_setting(
-                settings,
-                "TWOLEVEL_RECRAWL_TRAIN_DAYS",
-                f"an integer > {RECRAWL_TAIL_DAYS} (the last {RECRAWL_TAIL_DAYS} days validate "
-                "the model trained on the days before)",
-                lambda v: v > RECRAWL_TAIL_DAYS,
-            ),
-            min_samples=_int_setting(
-                settings, "TWOLEVEL_RECRAWL_MIN_SAMPLES", "an integer >= 0", lambda v: v >= 0
-            ),
-            retrain_interval=_float_setting(
-                settings,
-                "TWOLEVEL_RECRAWL_RETRAIN_INTERVAL",
-                "seconds >= 0 (0: never during a crawl)",
-                lambda v: v >= 0,
-            ),
+            duration=RECRAWL_DURATION.read(settings),
+            train_days=RECRAWL_TRAIN_DAYS.read(settings),
+            min_samples=RECRAWL_MIN_SAMPLES.read(settings),
+            retrain_interval=RECRAWL_RETRAIN_INTERVAL.read(settings),
             time_scale=scale,
             time_origin=origin,
         )
-
-
-REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
-
-
-def _name(settings: _Settings, name: str) -> str | None:
-    value = _get(settings, name)
-    if value is None or value == "":
-        return None
-    if not isinstance(value, str) or any(c.isspace() for c in value):
-        raise SettingsError(f"{name}={value!r} is not valid; use a name without spaces")
-    return value
 
 
 @dataclass(frozen=True, slots=True)
@@ -484,51 +521,32 @@ class ClusterConfig:
 
     @classmethod
     def from_settings(cls, settings: _Settings) -> ClusterConfig:
-        url = _get(settings, "TWOLEVEL_REDIS_URL") or None
-        if url is not None and not (isinstance(url, str) and url.startswith(REDIS_SCHEMES)):
-            raise SettingsError(
-                f"TWOLEVEL_REDIS_URL={url!r} is not valid; use a Redis URL starting with "
-                f"{', '.join(REDIS_SCHEMES)} (e.g. redis://127.0.0.1:6379/0), or None for "
-                "a crawl on one machine"
-            )
-        ttl = _float_setting(settings, "TWOLEVEL_NODE_TTL", "seconds >= 1", lambda v: v >= 1)
+        url = REDIS_URL.read(settings)
+        ttl = NODE_TTL.read(settings)
         return cls(
             redis_url=url,
-            crawl_id=_name(settings, "TWOLEVEL_CRAWL_ID"),
-            node_id=_name(settings, "TWOLEVEL_NODE_ID"),
-            buckets=_int_setting(
-                settings,
-                "TWOLEVEL_BUCKETS",
-                "an integer in [1, 1000000]",
-                lambda v: 1 <= v <= 10**6,
-            ),
+            crawl_id=CRAWL_ID.read(settings),
+            node_id=NODE_ID.read(settings),
+            buckets=BUCKETS.read(settings),
             node_ttl=ttl,
-            sync_interval=_float_setting(
+            sync_interval=SYNC_INTERVAL.read(
                 settings,
-                "TWOLEVEL_SYNC_INTERVAL",
-                f"seconds in [0.01, TWOLEVEL_NODE_TTL / 10 = {ttl / 10}]",
-                lambda v: 0.01 <= v <= ttl / 10,
+                real(
+                    f"seconds in [0.01, TWOLEVEL_NODE_TTL / 10 = {ttl / 10}]",
+                    lambda v: 0.01 <= v <= ttl / 10,
+                ),
             ),
-            wait_for_work=_float_setting(
-                settings, "TWOLEVEL_WAIT_FOR_WORK", "seconds >= 0", lambda v: v >= 0
-            ),
-            rebalance_interval=_float_setting(
-                settings,
-                "TWOLEVEL_REBALANCE_INTERVAL",
-                "seconds >= 0 (0: never)",
-                lambda v: v >= 0,
-            ),
-            rebalance_tolerance=_float_setting(
-                settings, "TWOLEVEL_REBALANCE_TOLERANCE", "a number >= 0", lambda v: v >= 0
-            ),
+            wait_for_work=WAIT_FOR_WORK.read(settings),
+            rebalance_interval=REBALANCE_INTERVAL.read(settings),
+            rebalance_tolerance=REBALANCE_TOLERANCE.read(settings),
         )
 
 
 def topic_specs(settings: _Settings, spidercls: Any = None) -> list[TopicSpec] | None:
     """``TWOLEVEL_TOPICS`` (else the spider's ``twolevel_topics`` attribute) parsed, or
     ``None`` when neither declares topics."""
-    raw = _get(settings, "TWOLEVEL_TOPICS")
-    source = "TWOLEVEL_TOPICS"
+    raw = TOPICS.read(settings)
+    source = TOPICS.name
     if raw is None and spidercls is not None:
         raw = getattr(spidercls, "twolevel_topics", None)
         source = f"{getattr(spidercls, '__name__', 'spider')}.twolevel_topics"

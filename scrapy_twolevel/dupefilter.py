@@ -27,18 +27,20 @@ import os
 import tempfile
 from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from scrapy.dupefilters import BaseDupeFilter
 from scrapy.utils.job import job_dir
 from scrapy.utils.request import RequestFingerprinter, referer_str
 
+from .components import DUPEFILTER_ROLE
 from .config import SeenConfig
+from .errors import ShapeMismatch, StateError
 from .seen.bloom import BloomFilter, PyBloomLiveFilter, ScalableBloom
 from .seen.cache import make_cache
-from .seen.keys import key_derivation, key_function
+from .seen.fingerprints import key_derivation, key_function
 from .seen.seen_set import SeenSet
-from .storage.sqlite import ShapeMismatch, SqliteStore, StateError
+from .storage.sqlite import SqliteStore
 
 if TYPE_CHECKING:
     from typing import Self
@@ -61,6 +63,9 @@ def _class_path(obj: object) -> str:
 
 class SeenCacheDupeFilter(BaseDupeFilter):
     """Exact duplicate filter in a few bytes of RAM per URL (see the module docstring)."""
+
+    #: What the start-up checks (:mod:`scrapy_twolevel.glue.preflight`) look for.
+    twolevel_role: ClassVar[str] = DUPEFILTER_ROLE
 
     def __init__(
         self,

@@ -17,21 +17,22 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 from scrapy import exceptions as scrapy_exceptions
 from scrapy.exceptions import IgnoreRequest
 from twisted.internet import defer
 from twisted.internet import error as net_error
 
+from . import meta as meta_keys
+from .components import MIDDLEWARE_ROLE
 from .config import TwoLevelConfig
 from .frontier import PLAIN_LANE
 from .frontier.connections import ConnectionTracker, ReplyFacts
-from .request_keys import HOST_META_KEY, make_request_host
+from .glue.intake import make_request_host
+from .glue.preflight import check_job_state, resolve_settings, uses_this_scheduler
 from .signals import host_failed, host_measured
 
-#: Meta key holding when the request entered this middleware (its clock), to time failures.
-SENT_AT_META_KEY = "twolevel_sent_at"
 #: Exceptions that mean "the host took too long" rather than "could not connect"
 #: (Scrapy 2.19 wraps download timeouts in its own ``DownloadTimeoutError``).
 TIMEOUTS: tuple[type[BaseException], ...] = (
@@ -59,6 +60,9 @@ if TYPE_CHECKING:
 class HostMetricsMiddleware:
     """Measure connection time, response time and requests per connection per host."""
 
+    #: What the start-up checks (:mod:`scrapy_twolevel.glue.preflight`) look for.
+    twolevel_role: ClassVar[str] = MIDDLEWARE_ROLE
+
     def __init__(
         self,
         signals: SignalManager,
@@ -77,8 +81,6 @@ class HostMetricsMiddleware:
     def from_crawler(cls, crawler: Crawler) -> Self:
         from scrapy.resolver import dnscache
 
-        from .scheduler import check_job_state, resolve_settings, uses_this_scheduler
-
         if uses_this_scheduler(crawler):
             # Built before the spider opens: the one place a settings or JOBDIR error stops
             # the crawl with a single message (see resolve_settings).
@@ -95,7 +97,7 @@ class HostMetricsMiddleware:
         )
 
     def _host(self, request: Request) -> str | None:
-        host = request.meta.get(HOST_META_KEY)
+        host = request.meta.get(meta_keys.HOST)
         if host is None:
             try:
                 host = self._host_of(request)
@@ -104,10 +106,10 @@ class HostMetricsMiddleware:
         return None if host == PLAIN_LANE else host
 
     def process_request(self, request: Request) -> None:
-        request.meta[SENT_AT_META_KEY] = self._clock()
+        request.meta[meta_keys.SENT_AT] = self._clock()
 
     def process_response(self, request: Request, response: Response) -> Response:
-        request.meta.pop(SENT_AT_META_KEY, None)  # used up: copies must not inherit it
+        request.meta.pop(meta_keys.SENT_AT, None)  # used up: copies must not inherit it
         host = self._host(request)
         if host is None:
             return response
@@ -156,7 +158,7 @@ class HostMetricsMiddleware:
             return
         self.tracker.connection_lost(host)
         self._stats.inc_value("twolevel/metrics/failures")
-        sent_at = request.meta.pop(SENT_AT_META_KEY, None)
+        sent_at = request.meta.pop(meta_keys.SENT_AT, None)
         elapsed = self._clock() - sent_at if isinstance(sent_at, float) else 0.0
         self._signals.send_catch_log(
             host_failed,

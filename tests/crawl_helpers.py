@@ -15,7 +15,7 @@ from pathlib import Path
 from scrapy.exceptions import IgnoreRequest
 
 from scrapy_twolevel._engine import requests_in_downloader, requests_in_progress, wake_engine
-from scrapy_twolevel.testing.spider import CrawlResult
+from scrapy_twolevel.testweb.spider import CrawlResult
 
 HERE = Path(__file__).resolve().parent
 
@@ -32,14 +32,14 @@ def free_port():
 def crawl_process(
     tmp_path, web, settings, *, port=0, interrupt_after=None, extra_seeds=(), timeout=120
 ):
-    """Run ``python -m scrapy_twolevel.testing crawl`` on ``web``; return (process, output).
+    """Run ``python -m scrapy_twolevel.testweb crawl`` on ``web``; return (process, output).
 
     The test web and Scrapy share one reactor in the child, over real loopback sockets.
     """
     web_file = tmp_path / f"web-{os.urandom(4).hex()}.json"
     web_file.write_text(web.to_json())
     out = tmp_path / f"result-{os.urandom(4).hex()}.json"
-    cmd = [sys.executable, "-m", "scrapy_twolevel.testing", "crawl", "--web", str(web_file)]
+    cmd = [sys.executable, "-m", "scrapy_twolevel.testweb", "crawl", "--web", str(web_file)]
     cmd += ["--output", str(out), "--port", str(port)]
     if interrupt_after is not None:
         cmd += ["--interrupt-after", str(interrupt_after)]
@@ -154,7 +154,7 @@ def record_leases(crawler):
     still send after a pause)."""
     if crawler is None or not crawler.settings.get("LEASES_FILE"):
         return
-    cluster = crawler.engine._slot.scheduler.cluster
+    cluster = crawler.engine._slot.scheduler.backend
     downloading = len(requests_in_downloader(crawler) or ())
     record = {"leases": cluster.leases_outstanding(), "downloading": downloading}
     Path(crawler.settings["LEASES_FILE"]).write_text(json.dumps(record))

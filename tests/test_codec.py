@@ -8,7 +8,7 @@ from scrapy.http import JsonRequest
 from scrapy.utils.request import request_from_dict
 
 from scrapy_twolevel import codec
-from scrapy_twolevel.request_codec import decode_request, encode_request
+from scrapy_twolevel.codec import decode_request, encode_request
 
 VALUES = [
     None,

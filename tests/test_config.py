@@ -221,3 +221,19 @@ def test_every_setting_is_documented_in_the_settings_page() -> None:
     page = (Path(__file__).parents[1] / "docs" / "settings.rst").read_text(encoding="utf-8")
     missing = [name for name in DEFAULTS if f"``{name}``" not in page]
     assert not missing
+
+
+def test_every_documented_default_is_the_tables() -> None:
+    """The settings page's Default column, read back, is the default in config.py."""
+    import ast
+    import re
+    from pathlib import Path
+
+    page = (Path(__file__).parents[1] / "docs" / "settings.rst").read_text(encoding="utf-8")
+    wrong = {}
+    for name, default in DEFAULTS.items():
+        row = re.search(rf"``{name}``\n\s+- ``([^`]*)``", page)
+        documented = ast.literal_eval(row[1]) if row else "(no row)"
+        if documented != default or type(documented) is bool is not type(default):
+            wrong[name] = (documented, default)
+    assert wrong == {}

@@ -7,7 +7,7 @@ from collections import Counter
 
 from crawl_helpers import crawl, crawl_process, free_port
 
-from scrapy_twolevel.testing.web import HostProfile, generate_web
+from scrapy_twolevel.testweb.web import HostProfile, generate_web
 
 SAFE = {
     "SCHEDULER": "scrapy_twolevel.scheduler.TwoLevelScheduler",

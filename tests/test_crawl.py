@@ -1,6 +1,6 @@
 """Integration: real crawls (CrawlerProcess in a subprocess) against the local test web.
 
-Each crawl runs ``python -m scrapy_twolevel.testing crawl`` (``crawl_helpers.crawl``): the
+Each crawl runs ``python -m scrapy_twolevel.testweb crawl`` (``crawl_helpers.crawl``): the
 test web and Scrapy share one reactor, over real loopback sockets; the server counts what
 the crawler did to each host, so politeness is checked from the server's side.
 """
@@ -14,8 +14,8 @@ from statistics import mean
 import pytest
 from crawl_helpers import crawl, crawl_process
 
-from scrapy_twolevel.hostkey import make_host_key
-from scrapy_twolevel.testing import HostProfile, generate_web
+from scrapy_twolevel.frontier.host_keys import make_host_key
+from scrapy_twolevel.testweb import HostProfile, generate_web
 
 POLICIES = ["breadth-first", "performance-first", "quality-first", "crawl-capability"]
 TWOLEVEL = {

@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 
 from scrapy_twolevel.distributed.node import status
-from scrapy_twolevel.testing.process import ServerProcess
-from scrapy_twolevel.testing.web import HostProfile, generate_web
+from scrapy_twolevel.testweb.process import ServerProcess
+from scrapy_twolevel.testweb.web import HostProfile, generate_web
 
 HERE = Path(__file__).resolve().parent
 PROJECT = HERE.parent / "example_project"

@@ -23,10 +23,11 @@ from scrapy_twolevel.distributed.history import (
     encode_plan,
 )
 from scrapy_twolevel.distributed.node import Batch, clear_crawl, status
-from scrapy_twolevel.recrawl.history import HistoryStore, Plan
+from scrapy_twolevel.errors import StateError
 from scrapy_twolevel.recrawl.model import fit_predictor
-from scrapy_twolevel.seeds import load_stored_model
-from scrapy_twolevel.storage.sqlite import StateError
+from scrapy_twolevel.recrawl.planner import Plan
+from scrapy_twolevel.storage.model_store import load_stored_model
+from scrapy_twolevel.storage.recrawl_history import HistoryStore
 
 
 def record_the_same(store) -> None:

@@ -1,6 +1,6 @@
 """Seed recrawling in a distributed crawl: real ``scrapy crawl news`` nodes on one Redis.
 
-One news site (``python -m scrapy_twolevel.testing news``, on the sped-up clock: a real
+One news site (``python -m scrapy_twolevel.testweb news``, on the sped-up clock: a real
 second is a site hour) serves every node. The node holding the site's bucket is killed
 with SIGKILL; the other must take the bucket with its seed plans and go on refetching,
 with the whole crawl's history in Redis, and never fetch a seed twice at once.
@@ -24,8 +24,8 @@ from test_recrawl_crawl import record_archive, scrapy
 from scrapy_twolevel.distributed.buckets import BucketTable
 from scrapy_twolevel.distributed.history import RedisHistoryStore, RedisModelStore
 from scrapy_twolevel.recrawl.clock import ScaledClock
-from scrapy_twolevel.seeds import load_stored_model
-from scrapy_twolevel.testing.news import NewsSite, parse_sections, seed_key_for
+from scrapy_twolevel.storage.model_store import load_stored_model
+from scrapy_twolevel.testweb.news import NewsSite, parse_sections, seed_key_for
 
 SCALE = 3600.0
 SECTIONS = "day:120,night:120"
@@ -42,7 +42,7 @@ def news_site(tmp_path):
         [
             sys.executable,
             "-m",
-            "scrapy_twolevel.testing",
+            "scrapy_twolevel.testweb",
             "news",
             "--sections",
             SECTIONS,
@@ -74,7 +74,7 @@ def news_node(tmp_path, name, redis_url, crawl_id, url, origin, **settings):
         redis_url,
         crawl_id,
         spider="news",
-        EXTENSIONS={"scrapy_twolevel.testing.news.EmbeddedNewsSite": 0},
+        EXTENSIONS={"scrapy_twolevel.testweb.news.EmbeddedNewsSite": 0},
         TWOLEVEL_TESTWEB_NEWS_URL=url,
         TWOLEVEL_TESTWEB_NEWS_SECTIONS=SECTIONS,
         TWOLEVEL_RECRAWL_TIME_ORIGIN=origin,

@@ -13,7 +13,7 @@ from scrapy.utils.test import get_crawler
 from scrapy_twolevel import Addon
 from scrapy_twolevel.config import SettingsError
 from scrapy_twolevel.dupefilter import SeenCacheDupeFilter
-from scrapy_twolevel.storage.sqlite import StateError
+from scrapy_twolevel.errors import StateError
 
 PATH = "scrapy_twolevel.dupefilter.SeenCacheDupeFilter"
 

@@ -1,6 +1,6 @@
 """The README's main job: `scrapy crawl testweb` in example_project, as a user runs it.
 
-Also the :class:`~scrapy_twolevel.testing.extension.EmbeddedTestWeb` the project uses: its
+Also the :class:`~scrapy_twolevel.testweb.extension.EmbeddedTestWeb` the project uses: its
 settings, its JOBDIR state file, and a real interrupted-then-resumed crawl.
 """
 
@@ -19,7 +19,7 @@ from scrapy.settings import Settings
 from scrapy.statscollectors import MemoryStatsCollector
 from scrapy.utils.test import get_crawler
 
-from scrapy_twolevel.testing.extension import (
+from scrapy_twolevel.testweb.extension import (
     DEFAULTS,
     STATE_FILE,
     STATE_FORMAT,
@@ -28,8 +28,8 @@ from scrapy_twolevel.testing.extension import (
     TestWebSettings,
     load_state,
 )
-from scrapy_twolevel.testing.server import TestWebServer
-from scrapy_twolevel.testing.web import generate_web
+from scrapy_twolevel.testweb.server import TestWebServer
+from scrapy_twolevel.testweb.web import generate_web
 
 PROJECT = Path(__file__).parents[1] / "example_project"
 DOCS = Path(__file__).parents[1] / "docs" / "testweb.rst"

@@ -19,10 +19,11 @@ from pathlib import Path
 from scrapy.settings import Settings
 
 from scrapy_twolevel.config import RecrawlConfig
+from scrapy_twolevel.glue.seed_planner import make_planner
 from scrapy_twolevel.recrawl.clock import ScaledClock
-from scrapy_twolevel.recrawl.history import HistoryStore
-from scrapy_twolevel.seeds import load_model, make_planner
-from scrapy_twolevel.testing.news import (
+from scrapy_twolevel.storage.model_store import load_model
+from scrapy_twolevel.storage.recrawl_history import HistoryStore
+from scrapy_twolevel.testweb.news import (
     DEFAULT_SECTIONS,
     PROFILES,
     NewsSite,

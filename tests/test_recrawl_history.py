@@ -9,12 +9,14 @@ import pytest
 from scrapy import Request
 
 from scrapy_twolevel.config import RecrawlConfig, SettingsError
+from scrapy_twolevel.errors import StateError
+from scrapy_twolevel.glue.seed_planner import make_clock, seed_key_of
+from scrapy_twolevel.meta import SEED as SEED_META
 from scrapy_twolevel.recrawl.clock import ScaledClock
-from scrapy_twolevel.recrawl.history import FORMAT, HistoryStore, Plan
+from scrapy_twolevel.recrawl.planner import Plan
 from scrapy_twolevel.recrawl.publish_time import extract_publish_time
-from scrapy_twolevel.seeds import SEED_META, make_clock, seed_key_of
-from scrapy_twolevel.storage.sqlite import StateError
-from scrapy_twolevel.testing.news import NewsSite, Section, parse_sections
+from scrapy_twolevel.storage.recrawl_history import FORMAT, HistoryStore
+from scrapy_twolevel.testweb.news import NewsSite, Section, parse_sections
 
 
 def test_history_round_trip_and_midpoint_events(tmp_path: Path) -> None:

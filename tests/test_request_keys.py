@@ -8,8 +8,8 @@ import pytest
 from scrapy import Request
 
 from scrapy_twolevel.frontier import PLAIN_LANE
-from scrapy_twolevel.hostkey import make_host_key
-from scrapy_twolevel.request_keys import make_quality, make_request_host, split_host
+from scrapy_twolevel.frontier.host_keys import make_host_key
+from scrapy_twolevel.glue.intake import make_quality, make_request_host, split_host
 
 URLS = [
     "http://A.Example.com:80/x?y#z",
@@ -84,7 +84,7 @@ def test_peek_meta_does_not_create_meta():
 
 
 def test_cached_address_reads_every_dns_cache_shape():
-    from scrapy_twolevel.hostkey import cached_address
+    from scrapy_twolevel.frontier.host_keys import cached_address
 
     class Address:
         host = "10.0.0.2"

@@ -12,10 +12,10 @@ import pytest
 from scrapy import Request, Spider, signals
 from scrapy.utils.test import get_crawler
 
-from scrapy_twolevel.request_keys import HOST_META_KEY
+from scrapy_twolevel.errors import StateError
+from scrapy_twolevel.meta import HOST as HOST_META_KEY
 from scrapy_twolevel.scheduler import TwoLevelScheduler
 from scrapy_twolevel.signals import host_measured
-from scrapy_twolevel.storage.sqlite import StateError
 
 MIDDLEWARE = {"scrapy_twolevel.middleware.HostMetricsMiddleware": 950}
 
@@ -158,7 +158,7 @@ def test_unparsable_url_takes_plain_lane_and_is_logged_once(caplog):
     def unparsable(request):
         raise ValueError("cannot parse")
 
-    scheduler._host_of = unparsable
+    scheduler.intake.host_of = unparsable
     for i in range(3):
         scheduler.enqueue_request(Request(f"http://a.example/{i}"))
     assert len(dequeue_all(scheduler, crawler)) == 3
@@ -389,12 +389,12 @@ def test_stored_request_of_a_renamed_class_is_dropped_and_frees_its_host(tmp_pat
 
 def test_store_failure_keeps_the_request_in_memory(tmp_path, caplog):
     scheduler, crawler = create_scheduler({"TWOLEVEL_POLICY": "breadth-first"}, tmp_path / "j")
-    scheduler._store.commit()
-    scheduler._store.db.execute("PRAGMA query_only=ON")  # every write now fails, for real
+    scheduler.backend.store.commit()
+    scheduler.backend.store.db.execute("PRAGMA query_only=ON")  # every write now fails, for real
     assert scheduler.enqueue_request(Request("http://a.example/1"))
     assert crawler.stats.get_value("twolevel/store_error") == 1
     assert [r.url for r in dequeue_all(scheduler, crawler)] == ["http://a.example/1"]
-    scheduler._store.db.execute("PRAGMA query_only=OFF")
+    scheduler.backend.store.db.execute("PRAGMA query_only=OFF")
     scheduler.close("finished")
 
 

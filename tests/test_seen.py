@@ -10,6 +10,7 @@ import sqlite3
 
 import pytest
 
+from scrapy_twolevel.errors import ShapeMismatch
 from scrapy_twolevel.seen.bloom import (
     BloomFilter,
     ScalableBloom,
@@ -26,9 +27,9 @@ from scrapy_twolevel.seen.cache import (
     make_cache,
     simulate,
 )
-from scrapy_twolevel.seen.keys import key_function
+from scrapy_twolevel.seen.fingerprints import key_function
 from scrapy_twolevel.seen.seen_set import MemorySeenStore, SeenSet
-from scrapy_twolevel.storage.sqlite import ShapeMismatch, SqliteStore
+from scrapy_twolevel.storage.sqlite import SqliteStore
 
 
 def key(i: int) -> bytes:

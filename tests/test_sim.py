@@ -25,7 +25,7 @@ from crawlsim.des import (
 )
 from crawlsim.webgen import generate_paper_web, pagerank, web_stats
 from scrapy_twolevel.frontier import CostParams
-from scrapy_twolevel.testing.web import HostSpec, PageSpec, WebSpec, host_address, page_path
+from scrapy_twolevel.testweb.web import HostSpec, PageSpec, WebSpec, host_address, page_path
 
 BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
 

@@ -6,13 +6,14 @@ import sqlite3
 
 import pytest
 
+from scrapy_twolevel.errors import ShapeMismatch, StateError
 from scrapy_twolevel.frontier import (
     CostParams,
     CrawlCapability,
     QualityHostQueue,
     TwoLevelFrontier,
 )
-from scrapy_twolevel.storage.sqlite import ShapeMismatch, SqliteStore, StateError
+from scrapy_twolevel.storage.sqlite import SqliteStore
 
 
 class MemoryBackend:

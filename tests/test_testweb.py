@@ -30,11 +30,11 @@ from scrapy.utils.misc import build_from_crawler
 from scrapy.utils.test import get_crawler
 from twisted.internet.error import DNSLookupError
 
-from scrapy_twolevel.testing import server as server_mod
-from scrapy_twolevel.testing import spider as spider_mod
-from scrapy_twolevel.testing.process import ServerProcess
-from scrapy_twolevel.testing.resolver import HOSTS_MAP_SETTING, TestWebResolver
-from scrapy_twolevel.testing.web import (
+from scrapy_twolevel.testweb import server as server_mod
+from scrapy_twolevel.testweb import spider as spider_mod
+from scrapy_twolevel.testweb.process import ServerProcess
+from scrapy_twolevel.testweb.resolver import HOSTS_MAP_SETTING, TestWebResolver
+from scrapy_twolevel.testweb.web import (
     CONTROL_ADDRESS,
     FAILURES,
     HostProfile,
@@ -46,7 +46,7 @@ from scrapy_twolevel.testing.web import (
 )
 
 ROOT = Path(__file__).resolve().parents[1]
-WEB_PY = ROOT / "scrapy_twolevel" / "testing" / "web.py"
+WEB_PY = ROOT / "scrapy_twolevel" / "testweb" / "web.py"
 TIMEOUT = 20.0  # bound on every wait for a subprocess or a socket
 
 
@@ -340,7 +340,7 @@ def test_web_module_imports_neither_scrapy_nor_twisted() -> None:
 
 def test_importing_the_testing_package_installs_no_reactor() -> None:
     code = (
-        "import sys, scrapy_twolevel.testing as t\n"
+        "import sys, scrapy_twolevel.testweb as t\n"
         "t.generate_web(3, 3); t.TestWebServer; t.TestWebSpider; t.TestWebResolver\n"
         "assert 'twisted.internet.reactor' not in sys.modules\n"
     )
@@ -702,8 +702,8 @@ from twisted.internet import reactor
 from twisted.internet.defer import Deferred, inlineCallbacks
 from twisted.internet.endpoints import TCP4ClientEndpoint, connectProtocol
 from twisted.internet.protocol import Protocol
-from scrapy_twolevel.testing import HostProfile, generate_web
-from scrapy_twolevel.testing.server import TestWebServer
+from scrapy_twolevel.testweb import HostProfile, generate_web
+from scrapy_twolevel.testweb.server import TestWebServer
 
 web = generate_web(
     4, 2, seed=1, host_profiles=[HostProfile(connect_delay=0, response_delay=0)] * 4,

@@ -1,4 +1,4 @@
-"""``python -m scrapy_twolevel.testing``: every option explained, bad values refused early."""
+"""``python -m scrapy_twolevel.testweb``: every option explained, bad values refused early."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from scrapy_twolevel.testing.__main__ import build_parser
+from scrapy_twolevel.testweb.__main__ import build_parser
 
 DOCS = Path(__file__).parents[1] / "docs" / "testweb.rst"
 
@@ -41,7 +41,7 @@ def test_every_option_has_a_help_text_shown_by_help(name: str) -> None:
 @pytest.mark.parametrize("name", ["serve", "crawl", "news"])
 def test_every_option_is_documented(name: str) -> None:
     docs = DOCS.read_text()
-    assert f".. program:: python -m scrapy_twolevel.testing {name}" in docs
+    assert f".. program:: python -m scrapy_twolevel.testweb {name}" in docs
     for action in _subcommands()[name]._actions:
         for option in action.option_strings:
             if option not in ("-h", "--help"):
@@ -77,7 +77,7 @@ def test_settings_parse_as_json_when_they_can() -> None:
 
 def test_help_runs_as_a_module() -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "scrapy_twolevel.testing", "serve", "--help"],
+        [sys.executable, "-m", "scrapy_twolevel.testweb", "serve", "--help"],
         capture_output=True,
         text=True,
         timeout=60,

@@ -8,7 +8,7 @@ import re
 import pytest
 
 from scrapy_twolevel.frontier import BreadthFirst, CostParams, TwoLevelFrontier
-from scrapy_twolevel.frontier.topics import (
+from scrapy_twolevel.frontier.topic_frontier import (
     DEFAULT_TOPIC,
     TopicFrontier,
     TopicSelector,

@@ -1,7 +1,7 @@
 """A pure simulation of crawls: the reference study's web and a discrete-event crawl.
 
 * :mod:`.webgen` generates the reference study's web (500 servers, 30,000 pages) as a
-  :class:`~scrapy_twolevel.testing.web.WebSpec`, so the same web can be served by the test
+  :class:`~scrapy_twolevel.testweb.web.WebSpec`, so the same web can be served by the test
   web server for a real crawl,
 * :mod:`.des` crawls a web on a virtual clock, driving the real two-level frontier or a
   model of Scrapy's stock scheduler and downloader.

@@ -1,4 +1,4 @@
-"""A discrete-event crawl of a :class:`~scrapy_twolevel.testing.web.WebSpec` on a virtual clock.
+"""A discrete-event crawl of a :class:`~scrapy_twolevel.testweb.web.WebSpec` on a virtual clock.
 
 Two crawlers run in the same network model:
 
@@ -73,7 +73,7 @@ from scrapy_twolevel.frontier import (
     TwoLevelFrontier,
 )
 from scrapy_twolevel.frontier.connections import ConnectionTracker, ReplyFacts
-from scrapy_twolevel.testing.web import WebSpec, quality_to_priority
+from scrapy_twolevel.testweb.web import WebSpec, quality_to_priority
 
 __all__ = [
     "SEED_QUALITY",

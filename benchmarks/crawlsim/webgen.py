@@ -45,7 +45,7 @@ reproduces (the shape, not the exact numbers):
   ``"zipf"`` (``1 / rank**a`` with ranks assigned to pages at random, independent of
   servers and links), both normalized to sum to 1.
 
-Stored qualities: :class:`~scrapy_twolevel.testing.web.PageSpec` qualities must lie in
+Stored qualities: :class:`~scrapy_twolevel.testweb.web.PageSpec` qualities must lie in
 (0, 1], and the test web's spider turns a quality into a Scrapy priority with
 ``round(q * 1e6)``. Normalized PageRank values of 30,000 pages are ~3e-5 each, which would
 round to priorities of ~30 with many ties, so the stored quality is ``q * quality_scale``:
@@ -65,7 +65,7 @@ from typing import Literal
 
 import numpy as np
 
-from scrapy_twolevel.testing.web import HostSpec, PageSpec, WebSpec, host_address, page_path
+from scrapy_twolevel.testweb.web import HostSpec, PageSpec, WebSpec, host_address, page_path
 
 __all__ = ["QualityModel", "generate_paper_web", "pagerank", "web_stats"]
 

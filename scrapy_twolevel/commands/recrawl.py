@@ -1,7 +1,7 @@
 """``scrapy recrawl train|report SPIDER``: fit and inspect the seed recrawl model.
 
 ``train`` reads the spider's recrawl history (where its crawls put it: see
-:func:`~scrapy_twolevel.seeds.recrawl_paths`), fits each seed key's hourly rate as of now
+:func:`~.glue.seed_planner.recrawl_paths`), fits each seed key's hourly rate as of now
 on the planner clock (``TWOLEVEL_RECRAWL_TRAIN_DAYS`` days, keys with fewer than
 ``TWOLEVEL_RECRAWL_MIN_SAMPLES`` dated articles pooled by host), saves the model where the
 next crawl loads it, and prints the report. ``report`` prints the saved model's report:
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
     from scrapy.settings import Settings
 
-    from ..seeds import ModelStore
+    from ..storage.model_store import ModelStore
 
 ACTIONS = ("train", "report")
 
@@ -83,12 +83,13 @@ class Command(ScrapyCommand):
 @contextmanager
 def _stores(settings: Settings, spider_name: str) -> Iterator[tuple[Any, ModelStore, str] | None]:
     """``(history, model store, where the history is)`` of the spider's crawls: files
-    (:func:`~scrapy_twolevel.seeds.recrawl_paths`), or Redis with ``TWOLEVEL_REDIS_URL``;
+    (:func:`~.glue.seed_planner.recrawl_paths`), or Redis with ``TWOLEVEL_REDIS_URL``;
     ``None`` if there is no history file yet."""
-    from ..cluster import connect
     from ..config import ClusterConfig
-    from ..recrawl.history import HistoryStore
-    from ..seeds import FileModelStore, recrawl_paths
+    from ..distributed.connect import connect
+    from ..glue.seed_planner import recrawl_paths
+    from ..storage.model_store import FileModelStore
+    from ..storage.recrawl_history import HistoryStore
 
     cluster = ClusterConfig.from_settings(settings)
     if cluster.redis_url is not None:
@@ -115,8 +116,8 @@ def _stores(settings: Settings, spider_name: str) -> Iterator[tuple[Any, ModelSt
 
 def train(settings: Settings, spider_name: str, as_of: float | None = None) -> int:
     from ..config import RecrawlConfig
+    from ..glue.seed_planner import make_clock, recrawl_paths
     from ..recrawl.model import fit_predictor
-    from ..seeds import make_clock, recrawl_paths
 
     config = RecrawlConfig.from_settings(settings)
     with _stores(settings, spider_name) as stores:
@@ -149,7 +150,8 @@ def train(settings: Settings, spider_name: str, as_of: float | None = None) -> i
 
 
 def report(settings: Settings, spider_name: str) -> int:
-    from ..seeds import FileModelStore, load_stored_model, recrawl_paths
+    from ..glue.seed_planner import recrawl_paths
+    from ..storage.model_store import FileModelStore, load_stored_model
 
     with _stores(settings, spider_name) as stores:
         if stores is None:

@@ -45,8 +45,9 @@ class Command(ScrapyCommand):
         )
 
     def run(self, args: list[str], opts: argparse.Namespace) -> None:
-        from ..cluster import connect
-        from ..config import ClusterConfig, SettingsError
+        from ..config import ClusterConfig
+        from ..distributed.connect import connect
+        from ..errors import SettingsError
 
         if not args or args[0] not in ACTIONS or len(args) > 2:
             raise UsageError()

@@ -3,8 +3,8 @@
 With ``TWOLEVEL_RECRAWL`` and ``TWOLEVEL_REDIS_URL`` together, every node records what it
 learns about the seed pages it fetches into the same history, so ``scrapy recrawl train``
 (and the nodes' own retraining) learn from the whole crawl, and each node loads the same
-model. :class:`RedisHistoryStore` has :class:`~scrapy_twolevel.recrawl.history.HistoryStore`'s
-interface; what differs:
+model. :class:`RedisHistoryStore` has the interface of
+:class:`~scrapy_twolevel.storage.recrawl_history.HistoryStore`; what differs:
 
 - **Writes leave with the node's tick.** ``record_*`` and ``save_plan`` only collect; the
   crawl's :class:`~.node.Node` sends them from its background thread with every tick
@@ -47,8 +47,8 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..recrawl.history import Plan
 from ..recrawl.model import RecrawlPredictor
+from ..recrawl.planner import Plan
 from ..recrawl.samples import MIDPOINT_MAX_GAP, known_or_midpoint
 
 #: Keys read or written per round trip when scanning a large hash.

@@ -1,9 +1,12 @@
 """One crawler node's side of the shared crawl state in Redis: one :meth:`Node.sync` per tick.
 
-The scheduler never talks to Redis itself: it collects what changed in a :class:`Batch`
-and a background thread hands it to :meth:`Node.sync`, which does every round trip of
-the tick and returns a :class:`SyncResult` for the scheduler to apply. So Redis is off the
-hot path, and a slow or dead Redis delays the crawl's bookkeeping, never the reactor.
+During the crawl the scheduler does not talk to Redis on the reactor thread: its
+distributed backend (:mod:`scrapy_twolevel.glue.cluster`) collects what changed in a
+:class:`Batch` and a background thread hands it to :meth:`Node.sync`, which does every
+round trip of the tick and returns a :class:`SyncResult` for the backend to apply. So
+Redis is off the hot path, and a slow or dead Redis delays the crawl's bookkeeping, never
+the reactor. (Joining, and the first sync, block once at start-up; leaving runs in the
+background thread too.)
 
 Keys, under ``twolevel:<crawl id>:`` (the registry's own keys in :mod:`.registry`):
 

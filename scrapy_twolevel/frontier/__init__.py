@@ -1,7 +1,14 @@
 """The Scrapy-free core: host ranking, per-host queues, policies and estimates."""
 
 from .estimates import CostParams, HostEstimate, ewma
-from .frontier import PLAIN_LANE, Host, SessionRecord, TwoLevelFrontier, memory_queue
+from .frontier import (
+    PLAIN_LANE,
+    Frontier,
+    Host,
+    SessionRecord,
+    TwoLevelFrontier,
+    memory_queue,
+)
 from .policies import (
     BUILTIN_POLICIES,
     BreadthFirst,
@@ -19,6 +26,7 @@ __all__ = [
     "CostParams",
     "CrawlCapability",
     "FifoHostQueue",
+    "Frontier",
     "Host",
     "HostEstimate",
     "HostQueue",

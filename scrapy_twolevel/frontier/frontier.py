@@ -29,7 +29,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from .estimates import CostParams, HostEstimate, SharedPrior
 from .failures import FailurePolicy
@@ -40,6 +40,49 @@ from .queues import FifoHostQueue, HostQueue, QualityHostQueue
 PLAIN_LANE = ""
 
 QueueFactory = Callable[[str, bool], HostQueue]
+
+
+class Frontier(Protocol):
+    """What the scheduler asks of a frontier: :class:`TwoLevelFrontier`, or
+    :class:`~.topic_frontier.TopicFrontier` (one per topic behind the same interface).
+
+    Its keys are *lanes*: a host key, or ``topic_lane(topic, host)`` with topics.
+    """
+
+    def push(self, lane: str, quality: float, item: Any) -> bool: ...
+
+    def pop(self) -> tuple[str, Any] | None: ...
+
+    def done(self, lane: str) -> None: ...
+
+    def observe(self, lane: str, **observation: Any) -> None: ...
+
+    def observe_failure(self, lane: str, *, elapsed: float, timeout: bool) -> None: ...
+
+    def host(self, lane: str, queue_factory: Any = None) -> Host: ...
+
+    def set_estimate(self, host: str, estimate: HostEstimate) -> None: ...
+
+    def restore(self, lanes: Iterable[str], max_seq: int) -> None: ...
+
+    def now(self) -> float: ...
+
+    def next_retry_at(self) -> float | None: ...
+
+    def hosts(self) -> Iterator[Host]: ...
+
+    def __len__(self) -> int: ...
+
+    @property
+    def host_count(self) -> int: ...
+
+    @property
+    def sessions_ended(self) -> int: ...
+
+    @property
+    def session_requests(self) -> int: ...
+
+    def close(self) -> None: ...
 
 
 def memory_queue(host: str, by_quality: bool) -> HostQueue:

@@ -65,6 +65,15 @@ HOUR = 3600.0
 DAY = 86400.0
 
 
+@dataclass(frozen=True)
+class Plan:
+    """A seed's next fetch: when (the planner's clock), and the request to send (opaque)."""
+
+    seed: str
+    due: float
+    request: bytes
+
+
 class RatePredictor(Protocol):
     """What the planner needs of a model: a seed's predicted new articles per hour at ``t``.
 

@@ -55,6 +55,7 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from ..errors import ShapeMismatch, StateError
 from ..frontier.queues import FifoHostQueue, HostQueue, QualityHostQueue
 
 #: Format marker stored in the file; bump when the schema changes.
@@ -73,21 +74,6 @@ CREATE TABLE IF NOT EXISTS seen (key BLOB PRIMARY KEY) WITHOUT ROWID;
 """
 #: Prefix of the meta rows that say how the seen keys were made.
 _SEEN_PREFIX = "seen:"
-
-
-class StateError(ValueError):
-    """A state file is corrupt or was written by something else."""
-
-
-class ShapeMismatch(StateError):
-    """The file was written under another shape (e.g. another host-key mode)."""
-
-    def __init__(self, path: Path, key: str, stored: str | None, wanted: str) -> None:
-        self.path, self.key, self.stored, self.wanted = path, key, stored, wanted
-        super().__init__(
-            f"{path} was written with {key}={stored!r}, but this crawl has {key}={wanted!r}. "
-            "It was left untouched."
-        )
 
 
 def _not_ours(path: Path, exc: Exception) -> StateError:

@@ -4,13 +4,13 @@
 site and planner time) and stops after two simulated days; see docs/recrawl.rst.
 """
 
-from scrapy_twolevel.testing.news import NewsSpider as _NewsSpider
+from scrapy_twolevel.testweb.news import NewsSpider as _NewsSpider
 
 
 class NewsSpider(_NewsSpider):
     name = "news"
     custom_settings = {
-        "EXTENSIONS": {"scrapy_twolevel.testing.news.EmbeddedNewsSite": 0},
+        "EXTENSIONS": {"scrapy_twolevel.testweb.news.EmbeddedNewsSite": 0},
         "SPIDER_MIDDLEWARES": {"scrapy_twolevel.seeds.SeedMiddleware": 950},
         "TWOLEVEL_RECRAWL": True,
         "TWOLEVEL_RECRAWL_TIME_SCALE": 3600,
@@ -23,4 +23,3 @@ class NewsSpider(_NewsSpider):
         "TWOLEVEL_RECRAWL_MIN_SAMPLES": 100,
         "TWOLEVEL_RECRAWL_TRAIN_DAYS": 14,
     }
-

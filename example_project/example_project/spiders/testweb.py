@@ -1,6 +1,6 @@
 """The demo spider: follows every link of the test web, page quality as priority."""
 
-from scrapy_twolevel.testing.spider import TestWebSpider
+from scrapy_twolevel.testweb.spider import TestWebSpider
 
 
 class DemoSpider(TestWebSpider):

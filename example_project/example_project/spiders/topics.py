@@ -10,7 +10,7 @@ from urllib.parse import urlsplit
 
 from scrapy import Request
 
-from scrapy_twolevel.testing.spider import TestWebSpider
+from scrapy_twolevel.testweb.spider import TestWebSpider
 
 TOPICS = ("news", "daily", "reference")
 

@@ -136,7 +136,7 @@ class HostSpec:
     #: None for a working host, else how it fails (one of :data:`FAILURES`).
     failure: str | None = None
     #: The name URLs use for this host instead of its address (None: the address itself);
-    #: a crawl needs :class:`~scrapy_twolevel.testing.resolver.TestWebResolver` to resolve it.
+    #: a crawl needs :class:`~scrapy_twolevel.testweb.resolver.TestWebResolver` to resolve it.
     hostname: str | None = None
     #: More names for the same address (needs ``hostname``): one server host that a crawler
     #: keying hosts by name sees as several, and by IP as one.
@@ -554,7 +554,7 @@ def _add_redirects(
 
     Draws only from its own generator (seeded from ``seed``), after the plain web is built.
     """
-    rng = random.Random(f"scrapy_twolevel.testing.web.redirects:{seed}")
+    rng = random.Random(f"scrapy_twolevel.testweb.web.redirects:{seed}")
     working = [h.index for h in hosts if h.failure is None]
     if len(working) < 2:
         raise ValueError(f"redirects need two working hosts (they cross hosts), got {len(working)}")

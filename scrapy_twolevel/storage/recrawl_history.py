@@ -9,14 +9,14 @@ Three tables:
   crawl keeps its schedule.
 
 :meth:`HistoryStore.events` turns the articles into the ``(seed_key, publish_time)`` pairs
-that :func:`~.model.fit_predictor` takes, applying the midpoint rule to articles without
-a date (:func:`~.samples.known_or_midpoint`).
+that :func:`~scrapy_twolevel.recrawl.model.fit_predictor` takes, applying the midpoint
+rule to articles without a date (:func:`~scrapy_twolevel.recrawl.samples.known_or_midpoint`).
 
 Writes are batched: :meth:`HistoryStore.commit` is called by the owner (at most once a
 second in a crawl, and at close). A killed crawl loses at most the writes since then,
 and a seed whose plan was not committed is fetched once more than planned: never lost.
 
-Pure module: no Scrapy. Raises :class:`~scrapy_twolevel.storage.sqlite.StateError` for a
+No Scrapy here. Raises :class:`~scrapy_twolevel.errors.StateError` for a
 file that is not a history file.
 """
 
@@ -24,11 +24,12 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
-from ..storage.sqlite import StateError, check_format_marker
-from .samples import MIDPOINT_MAX_GAP, known_or_midpoint
+from ..errors import StateError
+from ..recrawl.planner import Plan
+from ..recrawl.samples import MIDPOINT_MAX_GAP, known_or_midpoint
+from .sqlite import check_format_marker
 
 #: Format marker stored in the file; bump when the schema changes.
 FORMAT = "scrapy_twolevel.recrawl-history/1"
@@ -47,15 +48,6 @@ CREATE TABLE IF NOT EXISTS plans (
     seed TEXT PRIMARY KEY, due REAL NOT NULL, request BLOB NOT NULL
 );
 """
-
-
-@dataclass(frozen=True)
-class Plan:
-    """A seed's next fetch: when (the planner's clock), and the request to send (opaque)."""
-
-    seed: str
-    due: float
-    request: bytes
 
 
 class HistoryStore:

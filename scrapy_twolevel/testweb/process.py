@@ -1,6 +1,6 @@
 """The test web server in a child process, for tests and benchmarks in another process.
 
-``python -m scrapy_twolevel.testing serve`` announces itself on stdout once it listens
+``python -m scrapy_twolevel.testweb serve`` announces itself on stdout once it listens
 (after writing the same JSON to its ``--ready-file``); :class:`ServerProcess` waits for
 that line with a selector, never by sleeping, and stops the child with SIGTERM. Running
 the server apart keeps the caller free of any reactor and gives the crawler its own CPU.
@@ -75,7 +75,7 @@ class ServerProcess:
             [
                 sys.executable,
                 "-m",
-                "scrapy_twolevel.testing",
+                "scrapy_twolevel.testweb",
                 "serve",
                 "--web",
                 str(web_file),

@@ -4,8 +4,8 @@
 on stdout and, atomically, in ``--ready-file``, so a test or benchmark in another process can
 wait for the file instead of sleeping; ``news`` does the same for the recrawl news site.
 ``crawl`` serves a web and crawls it with
-:class:`~scrapy_twolevel.testing.spider.TestWebSpider` in this one process and reactor, then
-writes the :class:`~scrapy_twolevel.testing.spider.CrawlResult` as JSON and prints a one-line
+:class:`~scrapy_twolevel.testweb.spider.TestWebSpider` in this one process and reactor, then
+writes the :class:`~scrapy_twolevel.testweb.spider.CrawlResult` as JSON and prints a one-line
 JSON summary of what the server saw. Every option has a help text (``--help``); the
 reference is ``docs/testweb.rst``.
 """
@@ -148,7 +148,7 @@ _SCALE = _number(float, "a number >= 0", lambda v: v >= 0)
 def build_parser() -> argparse.ArgumentParser:
     """The CLI's parser (public so docs and tests can inspect it)."""
     parser = argparse.ArgumentParser(
-        prog="python -m scrapy_twolevel.testing",
+        prog="python -m scrapy_twolevel.testweb",
         description="Serve the local multi-host test web, or serve it and crawl it once.",
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -246,7 +246,7 @@ def build_parser() -> argparse.ArgumentParser:
     news = commands.add_parser(
         "news",
         help="serve the recrawl news site until SIGINT/SIGTERM",
-        description="Serve the recrawl news site (scrapy_twolevel.testing.news) on its "
+        description="Serve the recrawl news site (scrapy_twolevel.testweb.news) on its "
         "sped-up clock until SIGINT/SIGTERM, for crawls in other processes "
         "(TWOLEVEL_TESTWEB_NEWS_URL).",
     )

@@ -1,4 +1,4 @@
-"""The scheduler's side of the distributed mode (``TWOLEVEL_REDIS_URL``).
+"""The scheduler's side of the distributed mode (``TWOLEVEL_REDIS_URL``): its backend.
 
 Every host belongs to one bucket and every bucket to one node
 (:mod:`scrapy_twolevel.distributed`). A node queues the requests of the buckets it holds
@@ -14,48 +14,46 @@ commit as those children. A bucket that moves away is drained first: no more of 
 requests are handed out, the ones in flight finish and are committed, then the bucket is
 released and its new holder loads it from Redis. A node that was reaped (paused or cut
 off for longer than ``TWOLEVEL_NODE_TTL``) drops everything it held and joins again.
+
+:class:`Cluster` is one of the scheduler's backends
+(:class:`~scrapy_twolevel.glue.backend.Backend`). It is handed what it needs, never the
+scheduler: the intake (lane, quality, queue), the request codec, the reporter (stats and
+once-only warnings), the dupefilter's seen keys
+(:class:`~scrapy_twolevel.glue.backend.SeenKeys`), the in-flight registry (its leases end
+there), the number of queued requests and a way to wake the engine.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import socket
 import time
 from collections import Counter
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from ._engine import call_later, wake_engine
-from .config import ClusterConfig, SettingsError
-from .distributed.buckets import bucket_of
-from .distributed.history import HistoryWrites, RedisHistoryStore, RedisModelStore
-from .distributed.inbox import Entry
-from .distributed.node import Batch, Node, SyncResult
+from .._engine import call_later
+from ..distributed.buckets import bucket_of
+from ..distributed.connect import connect, default_node_id
+from ..distributed.history import HistoryWrites, RedisHistoryStore, RedisModelStore
+from ..distributed.inbox import Entry
+from ..distributed.node import Batch, Node, SyncResult
+from ..frontier import memory_queue
 
 if TYPE_CHECKING:
     from scrapy import Request
 
-    from .recrawl.history import Plan
-    from .scheduler import TwoLevelScheduler
+    from ..codec import SpiderCodec
+    from ..config import ClusterConfig
+    from ..frontier import Frontier
+    from ..recrawl.planner import Plan
+    from .backend import FrontierMaker, SeenKeys
+    from .inflight import InFlight
+    from .intake import Intake
+    from .reporting import Reporter
+    from .seed_planner import SeedPlanner
 
 logger = logging.getLogger(__name__)
-
-#: Stats set at close even when zero (``twolevel/redis/<name>``).
-ALWAYS_REPORTED = (
-    "round_trips",
-    "stored",
-    "routed_out",
-    "routed_in",
-    "buckets_taken",
-    "buckets_given",
-    "loaded",
-    "refused",
-    "reaped",
-    "rejoined",
-    "rebalanced",
-)
-#: Also reported with ``TWOLEVEL_RECRAWL``.
-RECRAWL_REPORTED = ("plans_loaded",)
 
 #: Longest wait between retries while Redis cannot be reached.
 MAX_RETRY_DELAY = 5.0
@@ -71,38 +69,35 @@ class Owned(NamedTuple):
     entry_id: str | None  # None: not stored in Redis (it could not be encoded)
 
 
-def connect(url: str) -> Any:
-    """A Redis client for ``url``; a :class:`SettingsError` naming the setting if Redis
-    cannot be reached or the client is not installed."""
-    try:
-        import redis
-    except ImportError as exc:
-        raise SettingsError(
-            "TWOLEVEL_REDIS_URL is set, but the redis client is not installed: "
-            "pip install 'scrapy_twolevel[distributed]'"
-        ) from exc
-    try:
-        client = redis.Redis.from_url(url, socket_timeout=10, socket_connect_timeout=5)
-        client.ping()
-    except (redis.RedisError, ValueError) as exc:
-        raise SettingsError(
-            f"Cannot reach Redis at TWOLEVEL_REDIS_URL={url!r}: {exc}. Start Redis there, "
-            "point TWOLEVEL_REDIS_URL at a running one, or unset it to crawl on one machine."
-        ) from exc
-    return client
-
-
-def default_node_id() -> str:
-    return f"{socket.gethostname()}-{os.getpid()}"
-
-
 class Cluster:
-    """Owns the node's Redis state on behalf of a :class:`TwoLevelScheduler`."""
+    """Owns the node's Redis state: the scheduler's backend in the distributed mode."""
 
-    def __init__(self, scheduler: TwoLevelScheduler, config: ClusterConfig, spider_name: str):
+    def __init__(
+        self,
+        config: ClusterConfig,
+        spider_name: str,
+        *,
+        intake: Intake,
+        codec: SpiderCodec,
+        reporter: Reporter,
+        seen: SeenKeys,
+        inflight: InFlight,
+        queued: Callable[[], int],
+        wake: Callable[[], object],
+    ) -> None:
+        """``queued``: requests in the local frontier; ``wake``: ask the engine for requests."""
         assert config.redis_url is not None
-        self.scheduler = scheduler
         self.config = config
+        self._intake = intake
+        self._codec = codec
+        self._reporter = reporter
+        self._seen = seen
+        self._inflight = inflight
+        self._queued = queued
+        self._wake = wake
+        self.frontier: Frontier | None = None
+        #: The seed planner (``TWOLEVEL_RECRAWL``), set once it is built.
+        self.seeds: SeedPlanner | None = None
         self.crawl_id = config.crawl_id or spider_name
         self.node_id = config.node_id or default_node_id()
         self.redis = connect(config.redis_url)
@@ -122,7 +117,8 @@ class Cluster:
         self._held: dict[int, int] = {}  # bucket -> generation
         self._gen = 0
         self._draining: set[int] = set()
-        self._leases: dict[Request, tuple[int, str]] = {}
+        #: Requests handed out and leased in the in-flight registry, in all and per bucket.
+        self._leased = 0
         self._leased_per_bucket: Counter[int] = Counter()
         self._parked: dict[int, list[Entry]] = {}
         self._parked_ids: set[bytes] = set()
@@ -139,6 +135,7 @@ class Cluster:
         self._retry_delay = config.sync_interval
         self._pool: Any = None
         self._closed = False
+        self._leaving: Any = None
         self.counts: Counter[str] = Counter()
         #: CPU seconds spent in the Redis thread.
         self.sync_cpu = 0.0
@@ -155,12 +152,21 @@ class Cluster:
     def model_store(self) -> RedisModelStore:
         return RedisModelStore(self.redis, self.crawl_id)
 
-    # -- life cycle ------------------------------------------------------------------------
+    # -- life cycle (the backend's) -----------------------------------------------------------
 
-    def open(self) -> None:
+    def open(self, make_frontier: FrontierMaker) -> Frontier:
+        """The local frontier: in memory (Redis keeps the copies)."""
+        self.frontier = make_frontier(memory_queue)
+        return self.frontier
+
+    def recrawl_stores(self) -> tuple[RedisHistoryStore, RedisModelStore]:
+        return self.history_store(), self.model_store()
+
+    def join(self) -> None:
         """Join the crawl and take this node's buckets; blocks once, at start-up."""
         from twisted.python.threadpool import ThreadPool
 
+        self._seen.open()  # before the buckets taken bring their seen keys
         self.node.join()
         self._apply(self.node.sync(Batch()))
         # One thread of its own: Scrapy's DNS lookups use the reactor's pool.
@@ -178,18 +184,28 @@ class Cluster:
                 "held": len(self._held),
                 "buckets": self.config.buckets,
             },
-            extra={"spider": self.scheduler.spider},
+            extra={"spider": self._reporter.spider},
         )
 
+    def start(self) -> None:
+        """The dupefilter was opened by :meth:`join`."""
+        return None
+
     def abort(self) -> None:
-        """Release the connection after a failed :meth:`open` (the crawl refuses to start)."""
+        """Release the connection after a failed start (the crawl refuses to start)."""
+        if self.frontier is not None:
+            self.frontier.close()
+            self.frontier = None
         self._closed = True
         if self._pool is not None:
             self._pool.stop()
         self.redis.close()
 
-    def close(self) -> Any:
-        """Commit what is finished, release the buckets, leave; returns a Deferred."""
+    def leave(self) -> Any:
+        """Commit what is finished, release the buckets, leave; returns a Deferred.
+
+        The first step of closing: the last commit needs the frontier's and the engine's
+        view of the leases."""
         from twisted.internet import defer, reactor, threads
 
         self._closed = True
@@ -209,14 +225,22 @@ class Cluster:
                     "Could not leave crawl %(crawl)s cleanly (%(error)s): the other nodes will "
                     "reap this node after TWOLEVEL_NODE_TTL and fetch its leased requests.",
                     {"crawl": self.crawl_id, "error": exc},
-                    extra={"spider": self.scheduler.spider},
+                    extra={"spider": self._reporter.spider},
                 )
             finally:
                 self._pool.stop()
                 self._report()
                 self.redis.close()
 
-        return finish()
+        self._leaving = finish()
+        return self._leaving
+
+    def close(self, reason: str) -> Any:
+        """Close the frontier; the dupefilter once this node has left."""
+        if self.frontier is not None:
+            self.frontier.close()
+            self.frontier = None
+        return self._leaving.addBoth(lambda _: self._seen.close(reason))
 
     def _leave(self, batch: Batch) -> None:
         result = self.node.flush(batch)
@@ -227,8 +251,9 @@ class Cluster:
 
     # -- the scheduler's calls ---------------------------------------------------------------
 
-    def enqueue(self, request: Request, host: str, quality: float) -> bool:
-        """Queue ``request`` here if its bucket is held, else route it to its owner."""
+    def enqueue(self, request: Request, host: str, lane: str, quality: float) -> bool:
+        """Queue ``request`` here if its bucket is held, else route it to its owner
+        (``lane`` is ``host``: topics are not supported here)."""
         bucket = bucket_of(host, self.config.buckets)
         if bucket not in self._held:
             data = self._encode(request)
@@ -242,12 +267,12 @@ class Cluster:
         self, request: Request, host: str, quality: float, bucket: int, data: bytes | None
     ) -> bool:
         """A new request of a held bucket: filtered if seen, else queued and stored."""
-        df = self.scheduler.df
-        key = df.request_key(request)  # type: ignore[attr-defined]
-        if not request.dont_filter and df.key_seen(key):  # type: ignore[attr-defined]
-            df.log(request, self.scheduler.spider)
+        seen = self._seen
+        key = seen.request_key(request)
+        if not request.dont_filter and seen.key_seen(key):
+            seen.log(request, self._reporter.spider)  # type: ignore[arg-type]
             return False
-        seeds = self.scheduler.seeds
+        seeds = self.seeds
         if seeds is not None and seeds.accepting(request):
             data = self._encode(request)  # the seed's fetch is named in its meta now
         return self._queue_local(request, host, quality, bucket, key, data)
@@ -266,7 +291,7 @@ class Cluster:
             entry_id = self._new_id()
             self._staged.stores.append((bucket, entry_id, data, key))
         item = Owned(request, bucket, self._held[bucket], entry_id)
-        if not self.scheduler._push(host, quality, item, request):
+        if not self._intake.push(host, quality, item, request):
             self.dropped(item)
             return False
         return True
@@ -277,36 +302,54 @@ class Cluster:
             if self._held.get(item.bucket) == item.gen:
                 self._staged.dones.append((item.bucket, item.entry_id))
 
-    def handed_out(self, item: Any) -> Request | None:
-        """The request to hand out for a popped item, or ``None`` if the copy is stale."""
+    def unpack(self, lane: str, item: Any) -> Request | None:
+        """The request to hand out for a popped item, or ``None`` if the copy is stale
+        (its bucket moved: the new holder has it)."""
         assert isinstance(item, Owned)
         if self._held.get(item.bucket) != item.gen:
             self.counts["stale_skipped"] += 1
             return None
         if item.entry_id is not None:
-            self._leases[item.request] = (item.bucket, item.entry_id)
+            self._inflight.lease(item.request, self, (item.bucket, item.entry_id))
+            self._leased += 1
             self._leased_per_bucket[item.bucket] += 1
+        self._reporter.inc("scheduler/dequeued/memory")
         return item.request
 
+    def finished(self, request: Request, token: tuple[int, str]) -> None:
+        """The engine is done with a leased request: its entry goes with the next commit."""
+        bucket, entry_id = token
+        self._leased -= 1
+        self._leased_per_bucket[bucket] -= 1
+        self._staged.dones.append((bucket, entry_id))
+
     def may_dispatch(self) -> bool:
-        return self.node.may_dispatch()
+        """``False`` after half the node ttl without a heartbeat: the buckets may soon be
+        someone else's."""
+        if self.node.may_dispatch():
+            return True
+        self._reporter.inc("twolevel/redis/held_back")
+        return False
+
+    def dispatched(self) -> None:
+        return None
 
     def leases_outstanding(self) -> int:
         """Requests handed out whose end is not yet committed to Redis: what a crash now
         would have the other nodes fetch again."""
         in_flight = len(self._sending.dones) if self._sending is not None else 0
-        return len(self._leases) + len(self._staged.dones) + in_flight
+        return self._leased + len(self._staged.dones) + in_flight
 
     def busy(self) -> bool:
         """Whether this node must stay open: work here, or anywhere in the crawl (seed
         refetches planned anywhere included, until ``TWOLEVEL_RECRAWL_DURATION``)."""
-        if self._leases or self._staged or self._parked or self._draining:
+        if self._leased or self._staged or self._parked or self._draining:
             return True
         if self.history is not None and self.history.has_writes:
             return True
         if not self._crawl_idle:
             return True
-        seeds = self.scheduler.seeds
+        seeds = self.seeds
         return self._crawl_planned and seeds is not None and not seeds.expired
 
     # -- the tick ----------------------------------------------------------------------------
@@ -315,37 +358,36 @@ class Cluster:
         if not self._closed:
             self._timer = call_later(delay, self.tick)
 
-    def tick(self) -> None:
-        """Send what changed, apply what the others did (runs every sync interval)."""
+    def tick(self) -> Any:
+        """Send what changed, apply what the others did (runs every sync interval).
+
+        Returns the tick's Deferred, or ``None`` when none was started (one in flight, or
+        closed)."""
         from twisted.internet import reactor, threads
 
         self._timer = None
         if self._ticking is not None or self._closed:
-            return
+            return None
         batch = self._take_batch()
         self._sending = batch
         self._ticking = threads.deferToThreadPool(reactor, self._pool, self.node.sync, batch)
         self._ticking.addCallbacks(self._synced, self._sync_failed, errbackArgs=(batch,))
+        return self._ticking
 
     def _take_batch(self, *, final: bool = False) -> Batch:
-        seeds = self.scheduler.seeds
-        if seeds is not None:
-            # Before the leases: a seed fetch's next plan goes out no later than its end.
-            seeds.finish_completed()
+        # Ends the leases of finished requests (their entries join the staged dones), and
+        # a finished seed fetch's next plan joins the history's writes: both go out now.
+        self._inflight.collect()
         batch, self._staged = self._staged, Batch()
         if self.history is not None:
             batch.history = self.history.take()
-        for request in self.scheduler.finished_requests(self._leases):
-            bucket, entry_id = self._leases.pop(request)
-            self._leased_per_bucket[bucket] -= 1
-            batch.dones.append((bucket, entry_id))
         for bucket in list(self._draining):
             if not self._leased_per_bucket[bucket] or final:
                 self._draining.discard(bucket)
                 batch.release.append(bucket)
         if not final:
             batch.check_idle = not (
-                len(self.scheduler) or self._leases or self._parked or batch or self._draining
+                self._queued() or self._leased or self._parked or batch or self._draining
             )
         return batch
 
@@ -354,7 +396,7 @@ class Cluster:
         if self._failing_since is not None:
             logger.warning(
                 "Redis at TWOLEVEL_REDIS_URL is reachable again; nothing was lost.",
-                extra={"spider": self.scheduler.spider},
+                extra={"spider": self._reporter.spider},
             )
             self._failing_since = None
             self._retry_delay = self.config.sync_interval
@@ -376,7 +418,7 @@ class Cluster:
                 "back-off. Requests are kept here; this node stops handing out requests "
                 "after TWOLEVEL_NODE_TTL / 2 without Redis.",
                 {"error": failure.getErrorMessage()},
-                extra={"spider": self.scheduler.spider},
+                extra={"spider": self._reporter.spider},
             )
         self._retry_delay = min(self._retry_delay * 2, MAX_RETRY_DELAY)
         self._arm(self._retry_delay)
@@ -397,14 +439,14 @@ class Cluster:
                 "Rebalanced the crawl by pending requests: %(moves)d bucket(s) move from "
                 "the busiest node to the idlest (TWOLEVEL_REBALANCE_INTERVAL).",
                 {"moves": result.rebalanced},
-                extra={"spider": self.scheduler.spider},
+                extra={"spider": self._reporter.spider},
             )
         if result.reaped:
             logger.warning(
                 "Reaped node(s) %(nodes)s (no heartbeat for TWOLEVEL_NODE_TTL); their "
                 "buckets and inboxes went to the live nodes.",
                 {"nodes": ", ".join(result.reaped)},
-                extra={"spider": self.scheduler.spider},
+                extra={"spider": self._reporter.spider},
             )
         if result.rejoined:
             counts["leases_dropped"] += result.dropped_leases
@@ -416,7 +458,7 @@ class Cluster:
             del self._held[bucket]  # its queued copies go stale; Redis has them
             self._draining.add(bucket)
             counts["buckets_given"] += 1
-        seeds, history = self.scheduler.seeds, self.history
+        seeds, history = self.seeds, self.history
         if given and seeds is not None and history is not None:
             seeds.drop_plans(history.seeds_in(given))  # the new holder loads them
         woke = False
@@ -424,13 +466,13 @@ class Cluster:
             self._gen += 1
             self._held[bucket] = self._gen
             counts["buckets_taken"] += 1
-            self.scheduler.df.add_keys(keys)  # type: ignore[attr-defined]
+            self._seen.add_keys(keys)
             if bucket in result.plans and seeds is not None and history is not None:
                 plans, damaged = history.adopt(bucket, result.plans[bucket])
                 seeds.adopt_plans(plans)
                 counts["plans_loaded"] += len(plans)
                 if damaged:
-                    self.scheduler._count_once(
+                    self._reporter.count_once(
                         "redis/plans_damaged",
                         "A seed plan in Redis is damaged and was skipped (%(request)s).",
                         f"bucket {bucket}",
@@ -454,9 +496,9 @@ class Cluster:
         if result.received or result.acquired:
             self._crawl_idle = False
             self._idle_since = None
-        if woke or self._crawl_idle or len(self.scheduler):
+        if woke or self._crawl_idle or self._queued():
             # Also after a heartbeat let a held-back node dispatch again.
-            wake_engine(self.scheduler.crawler)
+            self._wake()
 
     def _note_idle(self, idle: bool) -> None:
         if not idle:
@@ -471,21 +513,22 @@ class Cluster:
     def _forget_everything(self) -> None:
         """This node was reaped: its buckets, leases and inbox belong to others now."""
         self.counts["rejoined"] += 1
-        self.counts["leases_dropped"] += len(self._leases)
+        self.counts["leases_dropped"] += self._leased
         logger.warning(
             "This node was reaped (no heartbeat for TWOLEVEL_NODE_TTL): its %(leases)d "
             "requests in flight were refused and will be fetched by the new holders; it "
             "has joined again.",
-            {"leases": len(self._leases)},
-            extra={"spider": self.scheduler.spider},
+            {"leases": self._leased},
+            extra={"spider": self._reporter.spider},
         )
-        self.scheduler.df.forget()  # type: ignore[attr-defined]
-        if self.scheduler.seeds is not None and self.history is not None:
-            self.scheduler.seeds.drop_plans(self.history.seeds_in(self._held))
+        self._seen.forget()
+        if self.seeds is not None and self.history is not None:
+            self.seeds.drop_plans(self.history.seeds_in(self._held))
             self.history.forget_plans()
         self._held.clear()
         self._draining.clear()
-        self._leases.clear()
+        self._inflight.drop(self)
+        self._leased = 0
         self._leased_per_bucket.clear()
         self._parked.clear()
         self._parked_ids.clear()
@@ -498,12 +541,12 @@ class Cluster:
         if request is None:
             self._staged.dones.append((bucket, entry_id))
             return False
-        if self.scheduler.seeds is not None:
-            self.scheduler.seeds.reloaded(request)
-        host = self.scheduler._lane(request)
-        key = self.scheduler.df.request_key(request)  # type: ignore[attr-defined]
+        if self.seeds is not None:
+            self.seeds.reloaded(request)
+        intake = self._intake
+        key = self._seen.request_key(request)
         return self._queue_local(
-            request, host, self.scheduler._quality(request), bucket, key, data, entry_id
+            request, intake.lane(request), intake.quality(request), bucket, key, data, entry_id
         )
 
     def _receive(self, entry: Entry) -> bool:
@@ -515,9 +558,9 @@ class Cluster:
             request = self._decode(entry.data)
             if request is None:
                 return False
-            sched = self.scheduler
+            intake = self._intake
             return self._admit(
-                request, sched._lane(request), sched._quality(request), bucket, entry.data
+                request, intake.lane(request), intake.quality(request), bucket, entry.data
             )
         if bucket in self._owned:
             if entry.id not in self._parked_ids:  # read again after a failed tick
@@ -540,27 +583,25 @@ class Cluster:
         request = self._decode(plan.request)
         if request is None:
             return None
-        return bucket_of(self.scheduler._lane(request), self.config.buckets)
+        return bucket_of(self._intake.lane(request), self.config.buckets)
 
     def _new_id(self) -> str:
         self._next_id += 1
         return f"{self._run}-{self._next_id:x}"
 
     def _encode(self, request: Request) -> bytes | None:
-        data = self.scheduler._encode(request)
-        if isinstance(data, bytes):
+        data = self._codec.encode(request)
+        if data is not None:
             return data
         # Not encodable: it cannot be shared, so it stays in this node's memory only.
         self.counts["kept_local"] += 1
         return None
 
     def _decode(self, data: bytes) -> Request | None:
-        from .request_codec import decode_request
-
         try:
-            return decode_request(data, self.scheduler.spider)
+            return self._codec.decode(data)
         except Exception as exc:  # damaged, or a callback this spider does not have
-            self.scheduler._count_once(
+            self._reporter.count_once(
                 "undecodable",
                 "A request from Redis could not be rebuilt and is dropped (%(request)s).",
                 f"{type(exc).__name__}: {exc}",
@@ -572,13 +613,11 @@ class Cluster:
         return time.monotonic()
 
     def _report(self) -> None:
-        stats = self.scheduler.stats
-        stats.set_value("twolevel/redis/node", self.node_id)
-        stats.set_value("twolevel/redis/crawl_id", self.crawl_id)
-        stats.set_value("twolevel/redis/buckets_owned", len(self._owned))
-        stats.set_value("twolevel/redis/sync_cpu_seconds", round(self.sync_cpu, 3))
-        names = {*ALWAYS_REPORTED, *self.counts}
-        if self.history is not None:
-            names.update(RECRAWL_REPORTED)
-        for name in sorted(names):
-            stats.set_value(f"twolevel/redis/{name}", self.counts[name])
+        self._reporter.report_cluster(
+            self.node_id,
+            self.crawl_id,
+            len(self._owned),
+            self.sync_cpu,
+            self.counts,
+            recrawl=self.history is not None,
+        )

@@ -260,6 +260,11 @@ def topic_lane(topic: str, host: str) -> str:
     return f"{topic}{SEP}{host}"
 
 
+def lane_host(lane: str) -> str:
+    """The host key of a lane: after the topic's separator, or the lane itself."""
+    return lane[lane.find(SEP) + 1 :]
+
+
 def split_lane(lane: str) -> tuple[str, str]:
     topic, sep, host = lane.partition(SEP)
     if not sep:

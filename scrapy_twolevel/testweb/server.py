@@ -96,7 +96,7 @@ class HostStats:
     #: which of a host's names and aliases a crawler used.
     host_headers: dict[str, int] = field(default_factory=dict)
 
-    def _reset(self) -> None:
+    def reset(self) -> None:
         """Zero the history but keep what is open right now, so counts stay consistent."""
         open_, in_flight = self.connections_open, self.requests_in_flight
         for f in fields(self):
@@ -179,7 +179,7 @@ class ServerStats:
     def reset(self) -> None:
         """Forget history (e.g. between benchmark runs) without a restart."""
         for h in (*self.hosts.values(), self.total):
-            h._reset()
+            h.reset()
         self.events.clear()
         self.control_requests = 0
         self.first_request_at = None
@@ -187,17 +187,17 @@ class ServerStats:
     def _each(self, host: int) -> tuple[HostStats, HostStats]:
         return self.hosts[host], self.total
 
-    def _connection_opened(self, host: int) -> None:
+    def connection_opened(self, host: int) -> None:
         for h in self._each(host):
             h.connections_total += 1
             h.connections_open += 1
             h.max_connections_open = max(h.max_connections_open, h.connections_open)
 
-    def _connection_closed(self, host: int) -> None:
+    def connection_closed(self, host: int) -> None:
         for h in self._each(host):
             h.connections_open -= 1
 
-    def _request_received(self, host: int, now: float, host_header: str) -> None:
+    def request_received(self, host: int, now: float, host_header: str) -> None:
         if self.first_request_at is None:
             self.first_request_at = now
         overlapping = self.hosts[host].requests_in_flight > 0
@@ -208,12 +208,12 @@ class ServerStats:
             h.requests_in_flight += 1
             h.max_requests_in_flight = max(h.max_requests_in_flight, h.requests_in_flight)
 
-    def _request_aborted(self, host: int) -> None:
+    def request_aborted(self, host: int) -> None:
         for h in self._each(host):
             h.requests_in_flight -= 1
             h.requests_aborted += 1
 
-    def _response_written(self, event: ResponseEvent) -> None:
+    def response_written(self, event: ResponseEvent) -> None:
         for h in self._each(event.host):
             h.requests_in_flight -= 1
             h.responses_total += 1
@@ -320,9 +320,9 @@ class _TestWebProtocol(Protocol):
         if self._host is None and address != CONTROL_ADDRESS:
             self.transport.abortConnection()  # not ours; cannot happen with our listeners
             return
-        self._id = server._new_connection(self)
+        self._id = server.new_connection(self)
         if self._host is not None:
-            server.stats._connection_opened(self._host.index)
+            server.stats.connection_opened(self._host.index)
         self._arm_idle()
 
     def connectionLost(self, reason: Failure | None = None) -> None:
@@ -332,10 +332,10 @@ class _TestWebProtocol(Protocol):
         self._pending = self._idle = None
         if self._host is not None and self._id:
             for _ in self._queue:
-                self._server.stats._request_aborted(self._host.index)
-            self._server.stats._connection_closed(self._host.index)
+                self._server.stats.request_aborted(self._host.index)
+            self._server.stats.connection_closed(self._host.index)
         self._queue.clear()
-        self._server._connection_lost(self)
+        self._server.connection_lost(self)
         self.lost.callback(None)
 
     def _arm_idle(self) -> None:
@@ -369,7 +369,7 @@ class _TestWebProtocol(Protocol):
             request = _parse_head(head)
             self._queue.append(request)
             if self._host is not None:
-                self._server.stats._request_received(
+                self._server.stats.request_received(
                     self._host.index, self._server.clock(), request.host
                 )
                 if self._host.failure == "reset":
@@ -404,9 +404,9 @@ class _TestWebProtocol(Protocol):
         request = self._queue.popleft()
         self._responses += 1
         if self._control:
-            answer = self._server._control_response(request)
+            answer = self._server.control_response(request)
         else:
-            answer = self._server._host_response(self._host, request)
+            answer = self._server.host_response(self._host, request)
         status, ctype, body, page_id, extra = answer
         host = self._host
         close = request.close  # True for malformed requests too
@@ -431,7 +431,7 @@ class _TestWebProtocol(Protocol):
         head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
         self.transport.write(head if request.method == "HEAD" else head + body)
         if host is not None:
-            self._server.stats._response_written(
+            self._server.stats.response_written(
                 ResponseEvent(
                     self._server.clock(),
                     host.index,
@@ -455,8 +455,8 @@ class _TestWebProtocol(Protocol):
 class TestWebServer:
     """Serves a :class:`WebSpec` on loopback: every host on its own address, one port for all.
 
-    Use it in the crawl's own reactor (see :func:`scrapy_twolevel.testing.spider.run_crawl`)
-    or in a separate process (``python -m scrapy_twolevel.testing serve``), where
+    Use it in the crawl's own reactor (see :func:`scrapy_twolevel.testweb.spider.run_crawl`)
+    or in a separate process (``python -m scrapy_twolevel.testweb serve``), where
     ``http://127.0.0.1:PORT/_stats`` returns :meth:`ServerStats.to_dict` as JSON
     (``/_reset`` clears it, ``/_web`` returns the web, ``/`` lists them for a browser).
     """
@@ -573,15 +573,15 @@ class TestWebServer:
         self._reserved.clear()
 
     # -- used by the protocol ----------------------------------------------------------------
-    def _new_connection(self, proto: _TestWebProtocol) -> int:
+    def new_connection(self, proto: _TestWebProtocol) -> int:
         self._protocols.add(proto)
         self._connection_ids += 1
         return self._connection_ids
 
-    def _connection_lost(self, proto: _TestWebProtocol) -> None:
+    def connection_lost(self, proto: _TestWebProtocol) -> None:
         self._protocols.discard(proto)
 
-    def _host_response(self, host: HostSpec | None, request: _Request) -> _Answer:
+    def host_response(self, host: HostSpec | None, request: _Request) -> _Answer:
         if request.status:
             return _Answer(request.status, "text/plain", b"error\n")
         assert host is not None
@@ -598,7 +598,7 @@ class TestWebServer:
             return _Answer(301, "text/html", body, page.id, (("Location", location),))
         return _Answer(200, "text/html; charset=utf-8", body, page.id)
 
-    def _control_response(self, request: _Request) -> _Answer:
+    def control_response(self, request: _Request) -> _Answer:
         if request.status:
             return _Answer(request.status, "text/plain", b"error\n")
         self.stats.control_requests += 1

@@ -3,9 +3,9 @@
 * :mod:`.web` describes a web (pure; no Scrapy, no Twisted),
 * :mod:`.server` serves it with Twisted and counts what crawlers do to each host,
 * :mod:`.resolver` resolves its host names inside a crawl,
-* :mod:`.spider` crawls it, and ``python -m scrapy_twolevel.testing`` serves or crawls it.
+* :mod:`.spider` crawls it, and ``python -m scrapy_twolevel.testweb`` serves or crawls it.
 
-Server and spider names are imported lazily, so ``import scrapy_twolevel.testing.web`` costs
+Server and spider names are imported lazily, so ``import scrapy_twolevel.testweb.web`` costs
 no Scrapy or Twisted import (and never installs a reactor).
 """
 

@@ -54,7 +54,7 @@ SEED_SETTING = "TWOLEVEL_TESTWEB_NEWS_SEED"
 PORT_SETTING = "TWOLEVEL_TESTWEB_NEWS_PORT"
 #: Sections whose list page answers 503 (to test seeds that fail).
 FAILING_SETTING = "TWOLEVEL_TESTWEB_NEWS_FAILING"
-#: Crawl the site served at this URL (``python -m scrapy_twolevel.testing news``) instead
+#: Crawl the site served at this URL (``python -m scrapy_twolevel.testweb news``) instead
 #: of serving one: the nodes of a distributed crawl share one site.
 URL_SETTING = "TWOLEVEL_TESTWEB_NEWS_URL"
 #: With JOBDIR, the port is kept here: the requests planned in the JOBDIR name it.
@@ -238,7 +238,7 @@ class EmbeddedNewsSite:
         from scrapy.utils.job import job_dir
 
         from ..config import RecrawlConfig
-        from ..seeds import make_clock
+        from ..glue.seed_planner import make_clock
 
         settings = crawler.settings
         sections = parse_sections(settings.get(SECTIONS_SETTING, DEFAULT_SECTIONS))

@@ -170,7 +170,7 @@ def run_crawl(
     """Serve ``web`` and crawl it in this process, on one reactor; blocks until done.
 
     Starts a reactor, so call it once per process (tests run it in a subprocess, e.g. via
-    ``python -m scrapy_twolevel.testing crawl``). ``settings`` override the quiet defaults
+    ``python -m scrapy_twolevel.testweb crawl``). ``settings`` override the quiet defaults
     (no robots.txt, no telnet, WARNING logs); the seeds go in ``TWOLEVEL_TESTWEB_SEEDS``.
     When the web names its hosts, the test resolver is installed with the web's names
     (``TWISTED_DNS_RESOLVER``, ``TWOLEVEL_TESTWEB_HOSTS_MAP``; ``settings`` may override).

@@ -9,9 +9,9 @@ Like Scrapy's own :class:`scrapy.resolver.CachingThreadedResolver`, it stores ea
 (a string) in :data:`scrapy.resolver.dnscache`, where the downloader's per-IP slots and
 ``scrapy_twolevel``'s ``ip`` host key read it.
 
-:func:`~scrapy_twolevel.testing.spider.run_crawl` installs it when the web uses names; in
+:func:`~scrapy_twolevel.testweb.spider.run_crawl` installs it when the web uses names; in
 other crawls set ``TWISTED_DNS_RESOLVER`` to this class and ``TWOLEVEL_TESTWEB_HOSTS_MAP`` to
-:meth:`WebSpec.hosts_map() <scrapy_twolevel.testing.web.WebSpec.hosts_map>`.
+:meth:`WebSpec.hosts_map() <scrapy_twolevel.testweb.web.WebSpec.hosts_map>`.
 """
 
 from __future__ import annotations

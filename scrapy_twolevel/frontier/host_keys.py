@@ -13,6 +13,9 @@ from collections.abc import Callable, Mapping
 from functools import lru_cache
 from typing import Any
 
+#: The ways of keying hosts (``TWOLEVEL_HOST_KEY``), see the module docstring.
+HOST_KEY_MODES = ("hostname", "domain", "ip")
+
 
 def _is_ip(hostname: str) -> bool:
     try:

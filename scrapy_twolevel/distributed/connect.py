@@ -1,0 +1,66 @@
+"""Reaching the crawl's Redis: the one client a node uses, and the start-up check.
+
+A Redis that cannot be reached, or holds this crawl with another bucket count, stops the
+crawl at start-up with one message naming the setting (``SettingsError``) or the key and
+the command that clears it (``StateError``).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from typing import TYPE_CHECKING, Any
+
+from ..errors import SettingsError, StateError
+from .buckets import BucketTable
+
+if TYPE_CHECKING:
+    from ..config import ClusterConfig
+
+
+def connect(url: str) -> Any:
+    """A Redis client for ``url``; a :class:`SettingsError` naming the setting if Redis
+    cannot be reached or the client is not installed."""
+    try:
+        import redis
+    except ImportError as exc:
+        raise SettingsError(
+            "TWOLEVEL_REDIS_URL is set, but the redis client is not installed: "
+            "pip install 'scrapy_twolevel[distributed]'"
+        ) from exc
+    try:
+        client = redis.Redis.from_url(url, socket_timeout=10, socket_connect_timeout=5)
+        client.ping()
+    except (redis.RedisError, ValueError) as exc:
+        raise SettingsError(
+            f"Cannot reach Redis at TWOLEVEL_REDIS_URL={url!r}: {exc}. Start Redis there, "
+            "point TWOLEVEL_REDIS_URL at a running one, or unset it to crawl on one machine."
+        ) from exc
+    return client
+
+
+def default_node_id() -> str:
+    return f"{socket.gethostname()}-{os.getpid()}"
+
+
+def check_cluster_state(cluster: ClusterConfig, crawl_id: str | None) -> None:
+    """Raise :class:`SettingsError` if the crawl's Redis is unreachable or disagrees."""
+    assert cluster.redis_url is not None
+    client = connect(cluster.redis_url)
+    try:
+        raw = client.get(f"twolevel:{crawl_id}:table") if crawl_id else None
+        if raw:
+            try:
+                size = BucketTable.from_json(raw).size
+            except ValueError as exc:
+                raise StateError(
+                    f"twolevel:{crawl_id}:table in TWOLEVEL_REDIS_URL is damaged ({exc}); "
+                    f"`scrapy twolevel reset --crawl-id {crawl_id}` clears the crawl."
+                ) from exc
+            if size != cluster.buckets:
+                raise SettingsError(
+                    f"TWOLEVEL_BUCKETS={cluster.buckets}, but crawl {crawl_id!r} in Redis has "
+                    f"{size} buckets: every node of a crawl must use the same number."
+                )
+    finally:
+        client.close()

@@ -1,0 +1,270 @@
+"""Where a crawl on one machine keeps its queued requests: memory, or the JOBDIR file.
+
+The scheduler talks to one *backend* (:class:`~scrapy_twolevel.glue.backend.Backend`):
+this module's :class:`MemoryBackend` (no ``JOBDIR``) and :class:`JobdirBackend`
+(``JOBDIR``), or the distributed mode's :class:`~scrapy_twolevel.glue.cluster.Cluster`.
+
+Job directory contents (with ``JOBDIR``), under ``JOBDIR/twolevel/``:
+
+- ``frontier.sqlite3``: pending requests per host, the requests handed out and not yet
+  finished (leases), and, with the seen cache, the seen set, all in one transaction
+  stream (:mod:`scrapy_twolevel.storage.sqlite`); requests are JSON, never pickled;
+- ``hosts.json``: host estimates, written when the crawl stops;
+- ``topics.json``: the topics' counts and turns (``TWOLEVEL_TOPICS``), with every commit;
+- ``recrawl.sqlite3`` and ``recrawl-model.json``: the seed history and the recrawl model
+  (``TWOLEVEL_RECRAWL``; :mod:`scrapy_twolevel.glue.seed_planner`);
+- ``seen.bloom``: the seen cache's filter in ``bloom-only`` mode
+  (:mod:`scrapy_twolevel.dupefilter`);
+- ``seen.sqlite3``: the seen cache's own store when another scheduler is used.
+
+Each carries a format marker; a file that does not match is reported, never overwritten.
+A request handed out stays leased in the file until the engine has finished with it (its
+response handled and the requests it produced queued, or its redirect or retry queued;
+:mod:`scrapy_twolevel.glue.inflight` tells), so a crawl killed at any moment resumes
+with its leased requests queued again.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .._engine import call_later
+from ..frontier import PLAIN_LANE, HostEstimate, memory_queue
+from ..storage.sqlite import Leased, SqliteStore
+from ..storage.state_files import read_hosts, write_hosts
+from .preflight import explained_mismatch
+
+if TYPE_CHECKING:
+    from scrapy import Request
+    from scrapy.dupefilters import BaseDupeFilter
+
+    from ..codec import SpiderCodec
+    from ..frontier import Frontier, Policy
+    from ..storage.model_store import ModelStore
+    from .backend import FrontierMaker
+    from .inflight import InFlight
+    from .intake import Intake
+    from .reporting import Reporter
+    from .seed_planner import SeedPlanner
+    from .topic_tracker import TopicTracker
+
+
+class MemoryBackend:
+    """Queued requests in memory, the dupefilter's verdict before each: no ``JOBDIR``."""
+
+    def __init__(
+        self,
+        *,
+        dupefilter: BaseDupeFilter,
+        intake: Intake,
+        reporter: Reporter,
+    ) -> None:
+        self.df = dupefilter
+        self.intake = intake
+        self.reporter = reporter
+        self.frontier: Frontier | None = None
+        self.seeds: SeedPlanner | None = None
+
+    def open(self, make_frontier: FrontierMaker) -> Frontier:
+        self.frontier = make_frontier(memory_queue)
+        return self.frontier
+
+    def recrawl_stores(self) -> tuple[Any, ModelStore] | None:
+        return None
+
+    def join(self) -> None:
+        return None
+
+    def start(self) -> Any:
+        return self.df.open()
+
+    def enqueue(self, request: Request, host: str, lane: str, quality: float) -> bool:
+        if not request.dont_filter and self.df.request_seen(request):
+            self.df.log(request, self.reporter.spider)
+            return False
+        if self.seeds is not None:
+            self.seeds.accepting(request)
+        if host == PLAIN_LANE:
+            self.reporter.inc("twolevel/plain_lane")
+        item = self._item(request)
+        if not self.intake.push(lane, quality, item, request):
+            return False
+        self.reporter.inc(
+            "scheduler/enqueued/disk" if isinstance(item, bytes) else "scheduler/enqueued/memory"
+        )
+        return True
+
+    def _item(self, request: Request) -> Any:
+        """What stands for ``request`` in its queue."""
+        return request
+
+    def dropped(self, item: Any) -> None:
+        return None
+
+    def may_dispatch(self) -> bool:
+        return True
+
+    def unpack(self, lane: str, item: Any) -> Request | None:
+        self.reporter.inc("scheduler/dequeued/memory")
+        return item
+
+    def dispatched(self) -> None:
+        return None
+
+    def busy(self) -> bool:
+        return False
+
+    def leave(self) -> Any:
+        return None
+
+    def close(self, reason: str) -> Any:
+        if self.frontier is not None:
+            self.frontier.close()
+        return self.df.close(reason)
+
+    def abort(self) -> None:
+        if self.frontier is not None:
+            self.frontier.close()
+            self.frontier = None
+
+
+class JobdirBackend(MemoryBackend):
+    """Queued requests in ``JOBDIR/twolevel/frontier.sqlite3``; see the module docstring."""
+
+    def __init__(
+        self,
+        *,
+        statedir: Path,
+        policy: Policy,
+        shape: dict[str, str],
+        cache_mb: int,
+        commit_interval: float,
+        codec: SpiderCodec,
+        inflight: InFlight,
+        topics: TopicTracker | None,
+        **common: Any,
+    ) -> None:
+        super().__init__(**common)
+        self.statedir = statedir
+        self._policy = policy
+        self._shape = shape
+        self._cache_mb = cache_mb
+        self._commit_interval = commit_interval
+        self._codec = codec
+        self._inflight = inflight
+        self._topics = topics
+        self.store: SqliteStore | None = None
+        self._commit_timer: Any = None
+
+    def open(self, make_frontier: FrontierMaker) -> Frontier:
+        self.statedir.mkdir(parents=True, exist_ok=True)
+        estimates: dict[str, HostEstimate] = read_hosts(self.statedir / "hosts.json")
+        with explained_mismatch(self._policy):
+            self.store = store = SqliteStore(
+                self.statedir / "frontier.sqlite3",
+                cache_mb=self._cache_mb,
+                commit_interval=self._commit_interval,
+                shape=self._shape,
+            )
+        if self._topics is not None:
+            self._topics.load(self.statedir / "topics.json")
+        self.frontier = frontier = make_frontier(store.queue)
+        for key, estimate in estimates.items():
+            frontier.set_estimate(key, estimate)
+        frontier.restore((key for key, _ in store.stored_hosts()), store.max_seq())
+        return frontier
+
+    def start(self) -> Any:
+        store = self.store
+        assert store is not None
+        if store.resumed_leases:
+            self.reporter.set("twolevel/leases_resumed", store.resumed_leases)
+        store.before_commit(self._inflight.collect)
+        attach = getattr(self.df, "attach_store", None)
+        if attach is not None:
+            attach(store)
+        else:
+            from scrapy.dupefilters import RFPDupeFilter
+
+            if isinstance(self.df, RFPDupeFilter):
+                self.reporter.warning(
+                    "With JOBDIR, %(df)s records seen requests apart from the queue, so a "
+                    "killed crawl can lose URLs for good (marked seen, never fetched). Set "
+                    'DUPEFILTER_CLASS = "scrapy_twolevel.dupefilter.SeenCacheDupeFilter" '
+                    "(the add-on does) to keep both in one store.",
+                    {"df": type(self.df).__name__},
+                )
+        return self.df.open()
+
+    def _item(self, request: Request) -> Any:
+        data = self._codec.encode(request)
+        return request if data is None else data
+
+    def unpack(self, lane: str, item: Any) -> Request | None:
+        if not isinstance(item, Leased):
+            return super().unpack(lane, item)
+        try:
+            request = self._codec.decode(item.data)
+        except Exception as exc:
+            assert self.store is not None
+            self.store.release(item.seq)
+            # A damaged row, or a class or callback the spider no longer has (renamed
+            # code raises anything from ValueError to ModuleNotFoundError): nothing to
+            # hand out, so the host is free again; say so once, count every case.
+            self.reporter.count_once(
+                "undecodable",
+                "A stored request could not be rebuilt and is dropped (%(request)s).",
+                f"{type(exc).__name__}: {exc}",
+            )
+            return None
+        self.reporter.inc("scheduler/dequeued/disk")
+        self._inflight.lease(request, self, item.seq)
+        return request
+
+    def finished(self, request: Request, seq: int) -> None:
+        """The engine is done with a request from the file: its row goes."""
+        if self.store is not None:
+            self.store.release(seq)
+
+    def dispatched(self) -> None:
+        """Commit the file within ``TWOLEVEL_COMMIT_INTERVAL`` of a write."""
+        store = self.store
+        if store is None or self._commit_timer is not None or not store.uncommitted:
+            return
+        self._commit_timer = call_later(self._commit_interval, self._commit_tick)
+
+    def _commit_tick(self) -> None:
+        self._commit_timer = None
+        if self.store is not None and self.store.commit_if_due() is not None:
+            if self._topics is not None:
+                # With each commit, so a killed crawl resumes its topics' turns and counts
+                # too (a few requests behind, which only shifts a slice).
+                self._topics.save(self.statedir / "topics.json")
+            self.dispatched()
+
+    def close(self, reason: str) -> Any:
+        if self._commit_timer is not None:
+            self._commit_timer.cancel()
+            self._commit_timer = None
+        if self.store is not None:
+            self._inflight.collect()
+        if self.frontier is not None:
+            write_hosts(
+                self.statedir / "hosts.json",
+                {h.key: h.estimate for h in self.frontier.hosts() if h.estimate.samples},
+            )
+            if self._topics is not None:
+                self._topics.save(self.statedir / "topics.json")
+            self.frontier.close()
+            self.frontier = None
+        if self.store is not None:
+            self.store.close()
+            self.store = None
+        return self.df.close(reason)
+
+    def abort(self) -> None:
+        super().abort()
+        if self.store is not None:
+            self.store.close()
+            self.store = None

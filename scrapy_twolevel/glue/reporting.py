@@ -1,0 +1,113 @@
+"""What the scheduler tells the user: stats for everything, a log line once per kind.
+
+A problem that can repeat per request (a URL whose host cannot be worked out, a stored
+request that cannot be rebuilt) is logged the first time and counted every time, as
+Scrapy's own dupefilter does, so a million bad URLs do not bury the log.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from scrapy import Spider
+    from scrapy.statscollectors import StatsCollector
+
+    from ..frontier import Frontier
+
+logger = logging.getLogger(__name__)
+
+#: Stats the distributed mode sets at close even when zero (``twolevel/redis/<name>``).
+ALWAYS_REPORTED = (
+    "round_trips",
+    "stored",
+    "routed_out",
+    "routed_in",
+    "buckets_taken",
+    "buckets_given",
+    "loaded",
+    "refused",
+    "reaped",
+    "rejoined",
+    "rebalanced",
+)
+#: Also reported with ``TWOLEVEL_RECRAWL``.
+RECRAWL_REPORTED = ("plans_loaded",)
+
+
+class Reporter:
+    """The crawl's stats, and warnings logged once per kind."""
+
+    def __init__(self, stats: StatsCollector) -> None:
+        self.stats = stats
+        # Bound once: Scrapy 2.19's StatsCollector wraps every method looked up on it, which
+        # costs a microsecond per lookup, four times per request here.
+        self.inc = stats.inc_value
+        self.set = stats.set_value
+        self.spider: Spider | None = None
+        self._warned: set[str] = set()
+
+    def count_once(self, what: str, message: str, subject: object) -> None:
+        """Count ``twolevel/<what>``; log the first case (``message`` may use %(request)s)."""
+        self.inc(f"twolevel/{what}")
+        if what not in self._warned:
+            self._warned.add(what)
+            self.warning(
+                message + " Further cases are only counted in stats (twolevel/%(what)s).",
+                {"request": subject, "what": what},
+            )
+
+    def warning(self, message: str, args: dict[str, Any] | None = None) -> None:
+        logger.warning(message, args or {}, extra={"spider": self.spider})
+
+    def info(self, message: str, args: dict[str, Any] | None = None) -> None:
+        logger.info(message, args or {}, extra={"spider": self.spider})
+
+    def host_given_up(self, host: str, dropped: int, failed_sessions: int) -> None:
+        self.inc("twolevel/hosts_given_up")
+        self.inc("twolevel/dropped/host_failed", dropped)
+        self.warning(
+            "Host %(host)s failed %(sessions)d sessions in a row and is given up: "
+            "%(dropped)d queued requests dropped, later ones for it are dropped too "
+            "(twolevel/dropped/host_failed; TWOLEVEL_FAILED_SESSIONS sets when).",
+            {"host": host, "sessions": failed_sessions, "dropped": dropped},
+        )
+
+    def report_hosts(self, frontier: Frontier, top_hosts: int) -> None:
+        """Frontier totals, and the estimates of the ``top_hosts`` most measured hosts."""
+        self.set("twolevel/hosts", frontier.host_count)
+        # Counted by the frontier, written once: two stats calls per session cost a third
+        # of the dequeue time when sessions are short.
+        self.set("twolevel/sessions", frontier.sessions_ended)
+        self.set("twolevel/session_requests", frontier.session_requests)
+        top = sorted(frontier.hosts(), key=lambda h: -h.estimate.samples)
+        for host in top[:top_hosts]:
+            if not host.estimate.samples:
+                break
+            for field, value in host.estimate.to_dict().items():
+                if not field.endswith("samples"):
+                    self.set(f"twolevel/host/{host.key}/{field}", value)
+
+    def report_cluster(
+        self,
+        node_id: str,
+        crawl_id: str,
+        buckets_owned: int,
+        sync_cpu: float,
+        counts: Mapping[str, int],
+        *,
+        recrawl: bool,
+    ) -> None:
+        """The distributed mode's stats (``twolevel/redis/...``), when the node leaves."""
+        put = self.set
+        put("twolevel/redis/node", node_id)
+        put("twolevel/redis/crawl_id", crawl_id)
+        put("twolevel/redis/buckets_owned", buckets_owned)
+        put("twolevel/redis/sync_cpu_seconds", round(sync_cpu, 3))
+        names = {*ALWAYS_REPORTED, *counts}
+        if recrawl:
+            names.update(RECRAWL_REPORTED)
+        for name in sorted(names):
+            put(f"twolevel/redis/{name}", counts.get(name, 0))

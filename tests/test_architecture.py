@@ -1,0 +1,229 @@
+"""The package's shape, read from its source: the rules of docs/architecture.rst.
+
+- no import cycle between scrapy_twolevel's modules, imports inside functions included
+  (those under ``if TYPE_CHECKING:`` never run and are left out);
+- the pure core (``frontier/``, ``seen/``, ``recrawl/``, ``distributed/buckets.py``)
+  imports nothing from Scrapy, Twisted, Redis, the storage backends or the glue;
+- no module reaches into another object's private members (``other._name``); the
+  Scrapy internals the package needs are all in ``_engine.py``;
+- no module longer than 650 lines, and the scheduler at most 500.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parent.parent / "scrapy_twolevel"
+PURE_CORE = ("frontier", "seen", "recrawl", "distributed.buckets")
+#: What the pure core may not import (a prefix of the module name).
+NOT_IN_CORE = (
+    "scrapy",
+    "twisted",
+    "redis",
+    "scrapy_twolevel.storage",
+    "scrapy_twolevel.glue",
+    "scrapy_twolevel.testweb",
+    "scrapy_twolevel.commands",
+    "scrapy_twolevel.scheduler",
+    "scrapy_twolevel.middleware",
+    "scrapy_twolevel.dupefilter",
+    "scrapy_twolevel.distributed",  # the Redis side...
+    "scrapy_twolevel._engine",
+)
+#: ...but for the pure bucket table (the package's ``__init__`` imports only that).
+CORE_ALLOWED = ("scrapy_twolevel.distributed", "scrapy_twolevel.distributed.buckets")
+MAX_LINES = 650
+MAX_SCHEDULER_LINES = 500
+
+
+def _modules() -> dict[str, Path]:
+    found = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        found[".".join(parts)] = path
+    return found
+
+
+MODULES = _modules()
+
+
+def _is_type_checking(node: ast.If) -> bool:
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def _runtime_nodes(tree: ast.AST):
+    """Every node, except those under ``if TYPE_CHECKING:``."""
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        yield node
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.If) and _is_type_checking(child):
+                stack.extend(child.orelse)
+                continue
+            stack.append(child)
+
+
+def _imports(module: str, path: Path) -> set[str]:
+    """Modules ``module`` imports at run time (absolute names, functions' imports too)."""
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    names = set()
+    for node in _runtime_nodes(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - node.level + 1]
+                prefix = ".".join(base + ([node.module] if node.module else []))
+            else:
+                prefix = node.module or ""
+            # ``from . import meta`` imports the module meta; other names come from prefix
+            for alias in node.names:
+                submodule = f"{prefix}.{alias.name}"
+                names.add(submodule if submodule in MODULES else prefix)
+    return names
+
+
+def _graph() -> dict[str, set[str]]:
+    graph = {}
+    for module, path in MODULES.items():
+        graph[module] = set()
+        for name in _imports(module, path):
+            # Importing a.b.c runs a and a.b first: depend on the deepest module named.
+            while name and name not in MODULES:
+                name = name.rpartition(".")[0]
+            if name and name != module:
+                graph[module].add(name)
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for succ in graph[node]:
+            if succ not in index:
+                visit(succ)
+                low[node] = min(low[node], low[succ])
+            elif succ in on_stack:
+                low[node] = min(low[node], index[succ])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in graph:
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_the_graph_sees_lazy_and_relative_imports():
+    graph = _graph()
+    # Imported inside from_crawler, relative, two levels up: must be in the graph.
+    assert "scrapy_twolevel.glue.seed_planner" in graph["scrapy_twolevel.testweb.news"]
+    assert "scrapy_twolevel.meta" in graph["scrapy_twolevel.seeds"]
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_no_import_cycle():
+    assert _cycles(_graph()) == []
+
+
+@pytest.mark.parametrize("core", PURE_CORE)
+def test_the_pure_core_imports_no_scrapy_twisted_redis_storage_or_glue(core):
+    prefix = f"scrapy_twolevel.{core}"
+    offending = []
+    for module, path in MODULES.items():
+        if module != prefix and not module.startswith(prefix + "."):
+            continue
+        for name in _imports(module, path):
+            if name in CORE_ALLOWED:
+                continue
+            if any(name == bad or name.startswith(bad + ".") for bad in NOT_IN_CORE):
+                offending.append(f"{module} imports {name}")
+    assert offending == []
+
+
+def _private_uses(path: Path) -> list[str]:
+    """``x._name`` where ``x`` is not ``self``, ``cls``, or an instance a classmethod of the
+    same class has just made (``x = cls(...)`` / ``cls.__new__(cls)``)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found = []
+    for function in ast.walk(tree):
+        if not isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef | ast.Module):
+            continue
+        own = {"self", "cls"}
+        for node in ast.walk(function):
+            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
+                func = node.value.func
+                made_by_cls = (isinstance(func, ast.Name) and func.id == "cls") or (
+                    isinstance(func, ast.Attribute)
+                    and isinstance(func.value, ast.Name)
+                    and func.value.id == "cls"
+                )
+                if made_by_cls:
+                    own.update(t.id for t in node.targets if isinstance(t, ast.Name))
+        for node in ast.walk(function):
+            if (
+                isinstance(node, ast.Attribute)
+                and node.attr.startswith("_")
+                and not node.attr.startswith("__")
+                and not (isinstance(node.value, ast.Name) and node.value.id in own)
+            ):
+                found.append(f"{path.name}:{node.lineno}: {ast.unparse(node)}")
+    return sorted(set(found))
+
+
+def test_the_private_use_check_finds_what_it_should(tmp_path):
+    sample = tmp_path / "_private_sample.py"
+    sample.write_text(
+        "class A:\n"
+        "    @classmethod\n"
+        "    def make(cls):\n"
+        "        a = cls()\n"
+        "        a._ok()\n"
+        "        return a\n"
+        "    def use(self, other):\n"
+        "        self._fine()\n"
+        "        other._not_fine()\n"
+    )
+    assert _private_uses(sample) == ["_private_sample.py:9: other._not_fine"]
+
+
+def test_no_module_uses_another_objects_private_members():
+    offending = []
+    for module, path in MODULES.items():
+        if module == "scrapy_twolevel._engine":  # the one place for Scrapy's internals
+            continue
+        offending += _private_uses(path)
+    assert offending == []
+
+
+def test_module_sizes():
+    sizes = {m: len(p.read_text(encoding="utf-8").splitlines()) for m, p in MODULES.items()}
+    assert {m: n for m, n in sizes.items() if n > MAX_LINES} == {}
+    assert sizes["scrapy_twolevel.scheduler"] <= MAX_SCHEDULER_LINES

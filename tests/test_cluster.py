@@ -1,0 +1,165 @@
+"""The distributed mode's backend on its own: a :class:`Cluster` built from the small parts
+it is handed (intake, codec, reporter, seen keys, in-flight registry), with no scheduler
+and no crawl, against a real Redis. The crawl tests (test_distributed_crawl.py) cover the
+whole; these pin the backend's own contract.
+
+Ticks are driven by the test (``yield cluster.tick()``); the sync interval is long enough
+that no timer ticks on its own meanwhile.
+"""
+
+from __future__ import annotations
+
+import pytest_twisted
+from scrapy import Request, Spider
+from scrapy.utils.test import get_crawler
+
+from scrapy_twolevel.codec import SpiderCodec
+from scrapy_twolevel.config import ClusterConfig
+from scrapy_twolevel.distributed.buckets import bucket_of
+from scrapy_twolevel.distributed.node import Batch, Node
+from scrapy_twolevel.dupefilter import SeenCacheDupeFilter
+from scrapy_twolevel.frontier import BreadthFirst, CostParams, TwoLevelFrontier
+from scrapy_twolevel.glue.cluster import Cluster
+from scrapy_twolevel.glue.inflight import InFlight
+from scrapy_twolevel.glue.intake import Intake, make_quality, make_request_host
+from scrapy_twolevel.glue.reporting import Reporter
+
+BUCKETS = 4
+
+
+class UnitSpider(Spider):
+    name = "unit"
+
+
+def host_in(bucket: int) -> str:
+    return next(f"h{i}.test" for i in range(1000) if bucket_of(f"h{i}.test", BUCKETS) == bucket)
+
+
+class Parts:
+    """A cluster and the parts it was handed."""
+
+    def __init__(self, redis_url: str, crawl_id: str, node_id: str) -> None:
+        crawler = get_crawler(UnitSpider)
+        self.spider = UnitSpider()
+        self.stats = crawler.stats
+        self.reporter = Reporter(self.stats)
+        self.reporter.spider = self.spider
+        self.intake = Intake(
+            host_of=make_request_host("hostname"),
+            quality_of=make_quality("priority"),
+            reporter=self.reporter,
+        )
+        self.seen = SeenCacheDupeFilter.from_crawler(crawler)
+        self.inflight = InFlight(in_progress=lambda: None, in_downloader=lambda: None)
+        self.wakes = 0
+        config = ClusterConfig.from_settings(
+            {
+                "TWOLEVEL_REDIS_URL": redis_url,
+                "TWOLEVEL_CRAWL_ID": crawl_id,
+                "TWOLEVEL_NODE_ID": node_id,
+                "TWOLEVEL_BUCKETS": BUCKETS,
+                "TWOLEVEL_NODE_TTL": 600,
+                "TWOLEVEL_SYNC_INTERVAL": 60,
+            }
+        )
+        self.cluster = Cluster(
+            config,
+            "unit",
+            intake=self.intake,
+            codec=SpiderCodec(self.spider, self.stats, logunser=False),
+            reporter=self.reporter,
+            seen=self.seen,
+            inflight=self.inflight,
+            queued=lambda: len(self.frontier),
+            wake=self.wake,
+        )
+        self.frontier = self.intake.frontier = self.cluster.open(
+            lambda queues: TwoLevelFrontier(
+                BreadthFirst(), CostParams(), None, queue_factory=queues
+            )
+        )
+
+    def wake(self) -> None:
+        self.wakes += 1
+
+    def enqueue(self, url: str, **kwargs) -> bool:
+        request = Request(url, **kwargs)
+        host = self.intake.lane(request)
+        return self.cluster.enqueue(request, host, host, self.intake.quality(request))
+
+    def hand_out(self) -> Request:
+        lane, item = self.frontier.pop()
+        request = self.cluster.unpack(lane, item)
+        assert request is not None
+        self.inflight.handed_out(request, lane)
+        return request
+
+    def finish(self, request: Request) -> None:
+        """Its outcome is known (no engine here: then it is done too)."""
+        self.frontier.done(self.inflight.outcome(request))
+
+
+def pending(client, crawl_id: str) -> dict[int, int]:
+    return {b: client.hlen(f"twolevel:{crawl_id}:q:{b}") for b in range(BUCKETS)}
+
+
+@pytest_twisted.inlineCallbacks
+def test_a_cluster_built_from_its_parts_queues_leases_and_commits(redis_crawl, redis_url):
+    client, crawl_id = redis_crawl
+    parts = Parts(redis_url, crawl_id, "n1")
+    cluster = parts.cluster
+    try:
+        cluster.join()  # the first node: it takes every bucket at once
+        b0, b1 = host_in(0), host_in(1)
+        assert parts.enqueue(f"http://{b0}/a")
+        assert parts.enqueue(f"http://{b0}/b")
+        assert parts.enqueue(f"http://{b1}/c")
+        assert not parts.enqueue(f"http://{b0}/a")  # seen: the dupefilter's keys
+        assert parts.stats.get_value("dupefilter/filtered") == 1
+        assert len(parts.frontier) == 3 and cluster.busy()
+        yield cluster.tick()
+        # Each queued request has its copy in Redis, in its bucket.
+        assert pending(client, crawl_id) == {0: 2, 1: 1, 2: 0, 3: 0}
+        request = parts.hand_out()
+        assert parts.stats.get_value("scheduler/dequeued/memory") == 1
+        assert cluster.leases_outstanding() == 1
+        yield cluster.tick()
+        assert sum(pending(client, crawl_id).values()) == 3  # leased: still kept
+        parts.finish(request)
+        yield cluster.tick()
+        # The engine is done with it: its copy went with the next commit.
+        assert sum(pending(client, crawl_id).values()) == 2
+        assert cluster.leases_outstanding() == 0
+    finally:
+        yield cluster.leave()
+        yield cluster.close("finished")
+    assert parts.stats.get_value("twolevel/redis/stored") == 3
+    assert parts.stats.get_value("twolevel/redis/buckets_taken") == BUCKETS
+    assert not client.sismember(f"twolevel:{crawl_id}:members", "n1")
+
+
+@pytest_twisted.inlineCallbacks
+def test_a_request_for_another_nodes_bucket_goes_to_its_inbox(redis_crawl, redis_url):
+    client, crawl_id = redis_crawl
+    parts = Parts(redis_url, crawl_id, "n1")
+    cluster = parts.cluster
+    other = Node(client, crawl_id, "n2", buckets=BUCKETS, ttl=600)
+    try:
+        cluster.join()
+        other.join()  # the table gives n2 half the buckets; n1 still holds them
+        yield cluster.tick()  # n1 sees the new table: it drains, then releases them
+        yield cluster.tick()
+        taken = other.sync(Batch()).acquired
+        assert len(taken) == BUCKETS // 2
+        theirs = host_in(next(iter(taken)))
+        assert parts.enqueue(f"http://{theirs}/x")
+        assert len(parts.frontier) == 0  # not queued here...
+        yield cluster.tick()
+        received = other.sync(Batch()).received  # ...but in n2's inbox
+        assert [entry.host for entry in received] == [theirs]
+    finally:
+        yield cluster.leave()
+        yield cluster.close("finished")
+        other.leave()
+    assert parts.stats.get_value("twolevel/redis/routed_out") == 1
+    assert parts.stats.get_value("twolevel/redis/buckets_given") == BUCKETS // 2
