@@ -1,38 +1,47 @@
 """Two-level (host + URL) scheduling for Scrapy.
 
-Public API: the scheduler, the host metrics middleware, the seen-cache dupefilter, the
-add-on, the settings object and the policy base class for custom policies.
+The public names, each at the path to write in ``settings.py`` (docs/reference.rst lists
+the same): the scheduler, the host metrics middleware, the seen-cache dupefilter, the two
+spider middlewares, the add-on, the settings reader, the policy base class for custom
+policies, and the two error types.
 """
+
+from __future__ import annotations
+
+import importlib
 
 from .addon import Addon
 from .config import TwoLevelConfig
+from .errors import SettingsError, StateError
 from .frontier.policies import Policy
 
 __all__ = [
     "Addon",
     "HostMetricsMiddleware",
     "Policy",
+    "SeedMiddleware",
     "SeenCacheDupeFilter",
+    "SettingsError",
+    "StateError",
+    "TopicMiddleware",
     "TwoLevelConfig",
     "TwoLevelScheduler",
 ]
 
 __version__ = "0.1.0"
 
+#: Imported on first use, so ``import scrapy_twolevel`` (e.g. for settings constants) does
+#: not import Scrapy's scheduler machinery.
+_LAZY = {
+    "TwoLevelScheduler": ".scheduler",
+    "HostMetricsMiddleware": ".middleware",
+    "SeenCacheDupeFilter": ".dupefilter",
+    "SeedMiddleware": ".seeds",
+    "TopicMiddleware": ".topics",
+}
+
 
 def __getattr__(name: str) -> object:
-    # Lazy, so ``import scrapy_twolevel`` (e.g. for settings constants) does not import
-    # Scrapy's scheduler machinery until it is used.
-    if name == "TwoLevelScheduler":
-        from .scheduler import TwoLevelScheduler
-
-        return TwoLevelScheduler
-    if name == "HostMetricsMiddleware":
-        from .middleware import HostMetricsMiddleware
-
-        return HostMetricsMiddleware
-    if name == "SeenCacheDupeFilter":
-        from .dupefilter import SeenCacheDupeFilter
-
-        return SeenCacheDupeFilter
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name], __name__), name)
     raise AttributeError(name)

@@ -6,7 +6,7 @@ engine (for leases, :func:`requests_in_progress`), or (c) read a
 request's meta without creating an empty dict for it (millions of pending requests would
 each get one). (a) and (b) are checked inside a real crawl by
 ``test_scrapy_internals_we_rely_on_still_exist`` in ``tests/test_crawl.py``, (c) by
-``test_peek_meta_does_not_create_meta`` in ``tests/test_request_keys.py``; both fail
+``test_peek_meta_does_not_create_meta`` in ``tests/test_intake.py``; both fail
 loudly if Scrapy changes them.
 """
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
 
 import setuptools
@@ -35,3 +36,19 @@ print(len(names))
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert int(proc.stdout) > 30
+
+
+def test_the_public_names_are_the_documented_components() -> None:
+    """``__all__``, what each name is, and the reference's Components agree."""
+    import re
+
+    import scrapy_twolevel
+
+    page = (Path(__file__).parents[1] / "docs" / "reference.rst").read_text(encoding="utf-8")
+    section = page.split("Components\n----------\n", 1)[1].split("\nCommands\n", 1)[0]
+    documented = re.findall(r"^``(scrapy_twolevel\.[\w.]+)``$", section, re.M)
+    by_name = {path.rsplit(".", 1)[1]: path for path in documented}
+    assert sorted(by_name) == sorted(scrapy_twolevel.__all__)
+    for name, path in by_name.items():
+        module, _, attr = path.rpartition(".")
+        assert getattr(scrapy_twolevel, name) is getattr(importlib.import_module(module), attr)

@@ -3,7 +3,7 @@
 A request's topic is ``request.meta["twolevel_topic"]``; requests without one belong to
 the ``default`` topic, and an undeclared name is counted (``twolevel/topic_unknown``),
 warned about once, and treated as ``default``. The choice of topic is
-:mod:`scrapy_twolevel.frontier.topics`; this module gives each request its topic's lane,
+:mod:`scrapy_twolevel.frontier.topic_frontier`; this module gives each request its topic's lane,
 tells the selector which pages were relevant, reports stats, and saves the selector's
 state in ``JOBDIR/twolevel/topics.json``
 (:mod:`~scrapy_twolevel.storage.state_files`).

@@ -1,7 +1,7 @@
 """Bloom filters over 16-byte uniform keys: fast in pure Python, stable across processes.
 
 The filter answers "definitely new" for most new URLs without touching the disk store.
-Its keys are already uniform hashes (:func:`scrapy_twolevel.seen.keys.seen_key`), so it
+Its keys are already uniform hashes (:mod:`scrapy_twolevel.seen.fingerprints`), so it
 hashes nothing itself and is stable across processes — unlike filters keyed on Python's
 per-process ``hash()``, whose saved bits are garbage after a restart.
 
