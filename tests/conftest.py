@@ -1,13 +1,48 @@
-"""Fixtures shared by the distributed-mode tests: the real Redis they talk to."""
+"""The suite's layers (markers), and the real Redis the distributed-mode tests talk to.
+
+Every test file belongs to one layer, so a contributor can run the fast part alone::
+
+    pytest -m "unit or glue"     # pure structures, and components built with get_crawler
+    pytest -m crawl              # real crawls of the local test web (subprocesses)
+    pytest -m redis              # the distributed mode against a real Redis
+"""
 
 from __future__ import annotations
 
 import os
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import redis
+
+#: Layer of each test file. unit: pure data structures and algorithms (a fake clock, no
+#: Scrapy crawl); glue: Scrapy components built from real settings (get_crawler), or a
+#: process started to import or check something; crawl: real crawls over loopback sockets;
+#: redis: anything that talks to Redis.
+LAYERS = {
+    "unit": (
+        "architecture buckets codec distributed_sim failures frontier intake publish_time "
+        "recrawl_history recrawl_model recrawl_planner recrawl_samples seen sim "
+        "store_contract topics"
+    ),
+    "glue": "config dupefilter packaging scheduler_contract",
+    "crawl": "crash crawl example_project recrawl_crawl startup testweb testweb_cli topics_crawl",
+    "redis": (
+        "cluster distributed_crawl distributed_history distributed_recrawl inbox node "
+        "registry seen_log"
+    ),
+}
+LAYER_OF = {f"test_{name}.py": layer for layer, names in LAYERS.items() for name in names.split()}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        name = Path(str(item.fspath)).name
+        if name not in LAYER_OF:
+            raise pytest.UsageError(f"{name} has no layer: add it to LAYERS in tests/conftest.py")
+        item.add_marker(LAYER_OF[name])
 
 
 @pytest.fixture

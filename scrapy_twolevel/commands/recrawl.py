@@ -15,11 +15,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
-from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
 from scrapy.spiderloader import get_spider_loader
+
+from . import ReportCommand
 
 if TYPE_CHECKING:
     import argparse
@@ -31,16 +32,10 @@ if TYPE_CHECKING:
 ACTIONS = ("train", "report")
 
 
-class Command(ScrapyCommand):
+class Command(ReportCommand):
     requires_project = True
-    requires_crawler_process = False
-    default_settings: ClassVar[dict[str, Any]] = {"LOG_ENABLED": False}
-
-    def syntax(self) -> str:
-        return "train|report <spider>"
-
-    def short_desc(self) -> str:
-        return "Train or report the seed recrawl model of a spider (scrapy_twolevel)"
+    usage = "train|report <spider>"
+    description = "Train or report the seed recrawl model of a spider"
 
     def add_options(self, parser: argparse.ArgumentParser) -> None:
         super().add_options(parser)
@@ -54,7 +49,7 @@ class Command(ScrapyCommand):
     def run(self, args: list[str], opts: argparse.Namespace) -> None:
         if len(args) != 2 or args[0] not in ACTIONS:
             raise UsageError()
-        from ..config import SettingsError
+        from ..errors import SettingsError
 
         action, spider_name = args
         assert self.settings is not None

@@ -12,10 +12,11 @@ Read-only apart from ``reset``; nothing read from Redis is unpickled.
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
-from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
+
+from . import ReportCommand
 
 if TYPE_CHECKING:
     import argparse
@@ -23,16 +24,10 @@ if TYPE_CHECKING:
 ACTIONS = ("status", "reset")
 
 
-class Command(ScrapyCommand):
+class Command(ReportCommand):
     requires_project = False
-    requires_crawler_process = False
-    default_settings: ClassVar[dict[str, Any]] = {"LOG_ENABLED": False}
-
-    def syntax(self) -> str:
-        return "status|reset [<spider>] [--crawl-id ID]"
-
-    def short_desc(self) -> str:
-        return "Show or reset a distributed crawl in Redis (scrapy_twolevel)"
+    usage = "status|reset [<spider>] [--crawl-id ID]"
+    description = "Show or reset a distributed crawl in Redis"
 
     def add_options(self, parser: argparse.ArgumentParser) -> None:
         super().add_options(parser)

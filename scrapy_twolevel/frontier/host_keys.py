@@ -17,7 +17,8 @@ from typing import Any
 HOST_KEY_MODES = ("hostname", "domain", "ip")
 
 
-def _is_ip(hostname: str) -> bool:
+def is_ip(hostname: str) -> bool:
+    """Whether ``hostname`` is an IPv4 or IPv6 address."""
     try:
         ipaddress.ip_address(hostname)
     except ValueError:
@@ -34,7 +35,7 @@ def cached_address(value: Any) -> str | None:
     if isinstance(value, (list, tuple)):
         value = value[0] if value else None
         value = value if isinstance(value, str) else getattr(value, "host", None)
-    return value if isinstance(value, str) and _is_ip(value) else None
+    return value if isinstance(value, str) and is_ip(value) else None
 
 
 def make_host_key(mode: str, resolved: Mapping[str, Any] | None = None) -> Callable[[str], str]:
@@ -53,7 +54,7 @@ def make_host_key(mode: str, resolved: Mapping[str, Any] | None = None) -> Calla
         def ip_key(hostname: str) -> str:
             key = chosen.get(hostname)
             if key is None:
-                if _is_ip(hostname):
+                if is_ip(hostname):
                     key = hostname
                 else:
                     key = cached_address(cache.get(hostname)) or hostname
@@ -69,7 +70,7 @@ def make_host_key(mode: str, resolved: Mapping[str, Any] | None = None) -> Calla
 
         @lru_cache(maxsize=65536)
         def domain_key(hostname: str) -> str:
-            if _is_ip(hostname):
+            if is_ip(hostname):
                 return hostname
             return extract(hostname).top_domain_under_public_suffix or hostname
 

@@ -14,18 +14,8 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from .web import (
-    CONTROL_ADDRESS,
-    FAILURES,
-    HostProfile,
-    HostSpec,
-    PageSpec,
-    WebSpec,
-    generate_web,
-    host_address,
-    host_name,
-    page_path,
-)
+from . import web
+from .web import *  # noqa: F403  (its __all__: the pure part, no Scrapy, no Twisted)
 
 _LAZY = {
     "HostStats": "server",
@@ -43,19 +33,7 @@ _LAZY = {
     "run_crawl": "spider",
 }
 
-__all__ = [
-    "CONTROL_ADDRESS",
-    "FAILURES",
-    "HostProfile",
-    "HostSpec",
-    "PageSpec",
-    "WebSpec",
-    "generate_web",
-    "host_address",
-    "host_name",
-    "page_path",
-    *_LAZY,
-]
+__all__ = [*web.__all__, *_LAZY]
 
 
 def __getattr__(name: str) -> Any:

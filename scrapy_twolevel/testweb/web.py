@@ -16,7 +16,6 @@ redirect to another host (``/r/{k}``), so a scheduler can be tested against both
 
 from __future__ import annotations
 
-import ipaddress
 import json
 import math
 import random
@@ -25,6 +24,8 @@ from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 from typing import Any
+
+from ..frontier.host_keys import is_ip
 
 __all__ = [
     "CONTROL_ADDRESS",
@@ -151,7 +152,7 @@ class HostSpec:
         if self.aliases and self.hostname is None:
             raise ValueError(f"host {self.index}: aliases need a hostname")
         for name in self.names if self.hostname is not None else ():
-            if not _NAME.match(name) or _is_ip(name):
+            if not _NAME.match(name) or is_ip(name):
                 raise ValueError(
                     f"host {self.index}: {name!r} is not a lower-case DNS name (IPs go in address)"
                 )
@@ -165,14 +166,6 @@ class HostSpec:
     def fetchable(self) -> bool:
         """Whether the host answers at all (it has no :data:`FAILURES` kind)."""
         return self.failure is None
-
-
-def _is_ip(text: str) -> bool:
-    try:
-        ipaddress.ip_address(text)
-    except ValueError:
-        return False
-    return True
 
 
 @dataclass(frozen=True, slots=True)
