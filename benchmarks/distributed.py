@@ -53,7 +53,7 @@ from typing import Any
 import harness
 from harness import BENCH as HERE
 from harness import DOCS_RESULTS, RESULTS, ROOT
-from harness.report import save_figure
+from harness.report import columns, save_figure
 
 harness.use_checkout()
 
@@ -362,26 +362,12 @@ def table(rows: list[dict[str, Any]]) -> tuple[list[str], list[list[str]]]:
             return "-"
         return f"{x:.{digits}f}" if isinstance(x, float) else str(x)
 
-    head = [
-        "variant",
-        "nodes",
-        "pages/s (wall)",
-        "pages/s (crawling)",
-        "speed-up",
-        "duplicates",
-        "in flight at kill",
-        "lost",
-        "politeness viol.",
-        "max in flight/host",
-        "Redis cmds/page",
-        "round trips/page",
-        "Redis peak B/page",
-        "seen set B/URL",
-        "CPU s/1000 pages",
-        "Redis thread CPU",
-        "pages per node",
-        "balance CV",
-    ]
+    head = columns(
+        "variant | nodes | pages/s (wall) | pages/s (crawling) | speed-up | duplicates | "
+        "in flight at kill | lost | politeness viol. | max in flight/host | "
+        "Redis cmds/page | round trips/page | Redis peak B/page | seen set B/URL | "
+        "CPU s/1000 pages | Redis thread CPU | pages per node | balance CV"
+    )
     base = {
         r["variant"]: r["crawl_pages_per_s"] for r in rows if r["nodes"] == 1 and not r["killed"]
     }

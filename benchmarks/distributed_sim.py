@@ -45,6 +45,7 @@ from typing import Any
 
 import harness
 from harness import DOCS_RESULTS, RESULTS
+from harness.report import columns
 
 harness.use_checkout()
 
@@ -312,19 +313,12 @@ def main(argv: list[str] | None = None) -> int:
             f"{max(row['pages_per_node'])}/{min(row['pages_per_node'])}, moves {row['moves']}",
             flush=True,
         )
-    head = [
-        "nodes",
-        "rebalance",
-        "pages/s (first window, all nodes working)",
-        "speed-up",
-        "half / 90% of pages done (s)",
-        "all nodes busy until (s)",
-        "whole crawl (s)",
-        "balance CV",
-        "largest/smallest node (pages)",
-        "buckets moved by load",
-        "Redis utilisation",
-    ]
+    head = columns(
+        "nodes | rebalance | pages/s (first window, all nodes working) | speed-up | "
+        "half / 90% of pages done (s) | all nodes busy until (s) | whole crawl (s) | "
+        "balance CV | largest/smallest node (pages) | buckets moved by load | "
+        "Redis utilisation"
+    )
     body = [
         [
             str(r["nodes"]),

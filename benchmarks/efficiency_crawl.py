@@ -51,7 +51,7 @@ from typing import Any
 import reporting as report
 from crawlsim.des import VARIANTS, CrawlRun, Fetch
 from crawlsim.webgen import generate_paper_web, web_stats
-from harness.report import Clock, arg_parser, command_line
+from harness.report import Clock, arg_parser, columns, command_line
 from reporting import QUALITY_MODELS, STOCK
 from scrapy_twolevel.testweb.process import ServerProcess
 from scrapy_twolevel.testweb.server import ServerStats
@@ -225,16 +225,10 @@ def run_variant(
 
 
 def cpu_table(cpu: dict[str, dict[str, dict[str, Any]]]) -> report.Table:
-    head = [
-        "quality",
-        "variant",
-        "crawler CPU s",
-        "CPU ms / page",
-        "scheduler CPU s",
-        "scheduler share",
-        "middleware CPU s",
-        "crawl wall s",
-    ]
+    head = columns(
+        "quality | variant | crawler CPU s | CPU ms / page | scheduler CPU s | "
+        "scheduler share | middleware CPU s | crawl wall s"
+    )
     rows = []
     for model, per_variant in cpu.items():
         for variant, c in per_variant.items():
@@ -408,27 +402,20 @@ def main(argv: list[str] | None = None) -> int:
             f"Real crawls: {args.servers} servers, {args.pages:,} pages, K={k}, seed {args.seed}",
             clock="wall clock",
         )
-    data = {
-        "command": command,
-        "environment": {**env, "scrapy": scrapy.__version__},
-        "elapsed_s": elapsed,
-        "parameters": {
-            "n_servers": args.servers,
-            "n_pages": args.pages,
-            "seed": args.seed,
-            "connections": k,
-            "per_domain": args.per_domain,
-            "delay_scale": args.delay_scale,
-            "settings": {v: variant_settings(v, k, args.per_domain) for v in variants},
-        },
-        "definitions": CRAWL_DEFINITIONS,
-        "webs": web_info,
-        "checks": main_checks,
-        "summary": summary,
-        "curves": curves,
-        "cpu": cpu,
-        "completeness": complete,
-    }
+    parameters = report.web_parameters(
+        args.servers,
+        args.pages,
+        args.seed,
+        k,
+        args.per_domain,
+        delay_scale=args.delay_scale,
+        settings={v: variant_settings(v, k, args.per_domain) for v in variants},
+    )
+    environment = {**env, "scrapy": scrapy.__version__}
+    data = report.harness_record(
+        command, environment, elapsed, parameters, CRAWL_DEFINITIONS,
+        web_info, main_checks, summary, curves, cpu=cpu, completeness=complete,
+    )  # fmt: skip
     report.write_harness("crawl", data, md, inc)
     return 0
 

@@ -387,31 +387,33 @@ def main(argv: list[str] | None = None) -> int:
         report.DOCS_RESULTS / "sim_sweep.png",
         f"Simulation: throughput vs connections ({n_servers} servers, PageRank web)",
     )
-    data = {
-        "command": command,
-        "environment": env,
-        "elapsed_s": elapsed,
-        "parameters": {
-            "n_servers": n_servers,
-            "n_pages": n_pages,
-            "seed": args.seed,
-            "connections": k,
-            "per_domain": args.per_domain,
-            "generator": "crawlsim.webgen.generate_paper_web defaults",
-        },
-        "definitions": SIM_DEFINITIONS,
-        "webs": web_info,
-        "checks": {"session": main_checks, "pool": pool_checks, "independent": independent_checks},
-        "summary": main_summary,
-        "curves": main_curves,
-        "performance_first_over_breadth_first": [
+    parameters = report.web_parameters(
+        n_servers,
+        n_pages,
+        args.seed,
+        k,
+        args.per_domain,
+        generator="crawlsim.webgen.generate_paper_web defaults",
+    )
+    checks = {"session": main_checks, "pool": pool_checks, "independent": independent_checks}
+    data = report.harness_record(
+        command,
+        env,
+        elapsed,
+        parameters,
+        SIM_DEFINITIONS,
+        web_info,
+        checks,
+        main_summary,
+        main_curves,
+        performance_first_over_breadth_first=[
             {"fraction_of_T_BF": f, "pages_ratio": r} for f, r in pf_ratio
         ],
-        "sweep": sweep_data,
-        "http10_vs_http11": proto,
-        "independent_sizes_and_speeds": independent,
-        "robustness": robustness,
-    }
+        sweep=sweep_data,
+        http10_vs_http11=proto,
+        independent_sizes_and_speeds=independent,
+        robustness=robustness,
+    )
     report.write_harness("sim", data, md, inc)
     return 0
 

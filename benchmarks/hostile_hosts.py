@@ -359,17 +359,10 @@ def _verdict(variant: str, s: dict[str, Any]) -> str:
 
 
 def main_table(summary: dict[str, dict[str, Any]]) -> reporting.Table:
-    head = [
-        "variant",
-        "total s, normal",
-        "total s, hostile",
-        "total ratio",
-        "t80 s, normal",
-        "t80 s, hostile",
-        "t80 ratio",
-        f"{TARGET}x target",
-        "complete pairs",
-    ]
+    head = report.columns(
+        "variant | total s, normal | total s, hostile | total ratio | t80 s, normal | "
+        f"t80 s, hostile | t80 ratio | {TARGET}x target | complete pairs"
+    )
     rows = []
     for variant, s in summary.items():
         rows.append(
@@ -389,16 +382,12 @@ def main_table(summary: dict[str, dict[str, Any]]) -> reporting.Table:
 
 
 def phase_table(summary: dict[str, dict[str, Any]], cycle: float) -> reporting.Table:
-    head = [
-        "variant",
-        "last page at s, normal",
-        "last page at s, hostile",
-        "after the last page s, normal",
-        "after the last page s, hostile",
-        "hang hosts first requested at s (first-last host)",
-        f"last hang host's first request + {cycle:g} s",
-        "last request to a hang host at s",
-    ]
+    head = report.columns(
+        "variant | last page at s, normal | last page at s, hostile | "
+        "after the last page s, normal | after the last page s, hostile | "
+        "hang hosts first requested at s (first-last host) | "
+        f"last hang host's first request + {cycle:g} s | last request to a hang host at s"
+    )
     rows = []
     for variant, s in summary.items():
         latest = s["hang_latest_first_request_s"]["hostile"]

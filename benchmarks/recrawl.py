@@ -729,16 +729,23 @@ def _m(x: dict[str, Any], digits: int = 1, scale: float = 1.0) -> str:
     return f"{x['mean'] * scale:,.{digits}f} ± {x['ci95'] * scale:,.{digits}f}"
 
 
+def _figures(m: dict[str, Any]) -> list[str]:
+    """A method's cells: fetches, hit rate, mean and p90 delay, missed."""
+    return [
+        _m(m["fetches"], 0),
+        _m(m["hit_rate"], 1, 100),
+        _m(m["mean_delay_s"]),
+        _m(m["p90_delay_s"]),
+        _m(m["missed"]),
+    ]
+
+
 def methods_table(methods: dict[str, Any]) -> reporting.Table:
     head = ["method", "fetches", "hit rate %", "mean delay s", "p90 delay s", "missed"]
     rows = [
         [
             LABELS.get(name, name),
-            _m(m["fetches"], 0),
-            _m(m["hit_rate"], 1, 100),
-            _m(m["mean_delay_s"]),
-            _m(m["p90_delay_s"]),
-            _m(m["missed"]),
+            *_figures(m),
         ]
         for name, m in methods.items()
     ]
@@ -760,26 +767,15 @@ def ratios_table(r: dict[str, Any], others: Sequence[str]) -> reporting.Table:
 
 
 def reference_table(summary: dict[str, Any]) -> reporting.Table:
-    head = [
-        "method",
-        "fetches",
-        "hit rate %",
-        "mean delay s",
-        "p90 delay s",
-        "missed",
-        "cost change",
-        "hit rate change",
-        "delay change",
-    ]
+    head = report.columns(
+        "method | fetches | hit rate % | mean delay s | p90 delay s | missed | "
+        "cost change | hit rate change | delay change"
+    )
     med = summary["median_fixed"]
     rows = [
         [
             "median of the ten fixed intervals",
-            _m(med["fetches"], 0),
-            _m(med["hit_rate"], 1, 100),
-            _m(med["mean_delay_s"]),
-            _m(med["p90_delay_s"]),
-            _m(med["missed"]),
+            *_figures(med),
             "",
             "",
             "",
@@ -790,11 +786,7 @@ def reference_table(summary: dict[str, Any]) -> reporting.Table:
         rows.append(
             [
                 LABELS.get(name, name),
-                _m(m["fetches"], 0),
-                _m(m["hit_rate"], 1, 100),
-                _m(m["mean_delay_s"]),
-                _m(m["p90_delay_s"]),
-                _m(m["missed"]),
+                *_figures(m),
                 _r(g["cost"], True),
                 _r(g["hit_rate"], True),
                 _r(g["mean_delay"], True),
@@ -813,27 +805,17 @@ def fixed_table(summary: dict[str, Any]) -> reporting.Table:
         rows.append(
             [
                 label,
-                _m(m["fetches"], 0),
-                _m(m["hit_rate"], 1, 100),
-                _m(m["mean_delay_s"]),
-                _m(m["p90_delay_s"]),
-                _m(m["missed"]),
+                *_figures(m),
             ]
         )
     return head, rows
 
 
 def curve_table(summary: dict[str, Any], setup: Setup) -> reporting.Table:
-    head = [
-        "cost of fixed",
-        "fetches",
-        "fixed delay s",
-        "planner delay s",
-        "true-rate delay s",
-        "clairvoyant delay s",
-        "fixed missed",
-        "planner missed",
-    ]
+    head = report.columns(
+        "cost of fixed | fetches | fixed delay s | planner delay s | true-rate delay s | "
+        "clairvoyant delay s | fixed missed | planner missed"
+    )
     rows = []
     for k, i in enumerate(setup.curve_intervals):
         f = summary["fixed"][str(i)]
@@ -845,34 +827,19 @@ def curve_table(summary: dict[str, Any], setup: Setup) -> reporting.Table:
             [
                 label,
                 _m(f["fetches"], 0),
-                _m(f["mean_delay_s"]),
-                _m(p["mean_delay_s"]),
-                _m(t["mean_delay_s"]),
-                _m(c["mean_delay_s"]),
-                _m(f["missed"]),
-                _m(p["missed"]),
+                *(_m(x["mean_delay_s"]) for x in (f, p, t, c)),
+                *(_m(x["missed"]) for x in (f, p)),
             ]
         )
     return head, rows
 
 
 def model_table(rows: list[dict[str, Any]]) -> reporting.Table:
-    head = [
-        "key",
-        "kind",
-        "seeds",
-        "articles (30 d)",
-        "per day",
-        "CV R²",
-        "tail R²",
-        "ceiling (est.)",
-        "ceiling (true)",
-        "tail dev. forest",
-        "tail dev. GLM",
-        "CV R² GLM",
-        "tail R² GLM",
-        "best",
-    ]
+    head = report.columns(
+        "key | kind | seeds | articles (30 d) | per day | CV R² | tail R² | "
+        "ceiling (est.) | ceiling (true) | tail dev. forest | tail dev. GLM | CV R² GLM | "
+        "tail R² GLM | best"
+    )
     out = []
     for r in rows:
         out.append(
@@ -882,14 +849,9 @@ def model_table(rows: list[dict[str, Any]]) -> reporting.Table:
                 str(r["seeds"]),
                 f"{r['articles']:,}",
                 f"{r['articles_per_day']:.0f}",
-                _f(r["cv_r2"]),
-                _f(r["tail_r2"]),
-                _f(r["r2_ceiling"]),
-                _f(r["true_r2_ceiling"]),
-                _f(r["tail_deviance_forest"], 3),
-                _f(r["tail_deviance_glm"], 3),
-                _f(r["cv_r2_glm"]),
-                _f(r["tail_r2_glm"]),
+                *(_f(r[k]) for k in ("cv_r2", "tail_r2", "r2_ceiling", "true_r2_ceiling")),
+                *(_f(r[f"tail_deviance_{k}"], 3) for k in ("forest", "glm")),
+                *(_f(r[k]) for k in ("cv_r2_glm", "tail_r2_glm")),
                 r["best_by_tail_deviance"],
             ]
         )
@@ -897,21 +859,11 @@ def model_table(rows: list[dict[str, Any]]) -> reporting.Table:
 
 
 def model_summary_table(ms: dict[str, Any]) -> reporting.Table:
-    head = [
-        "keys",
-        "count",
-        "articles/day",
-        "CV R² forest",
-        "CV R² GLM",
-        "tail R² forest",
-        "tail R² GLM",
-        "ceiling (est.)",
-        "ceiling (true)",
-        "tail dev. forest",
-        "tail dev. GLM",
-        "forest best by tail dev.",
-        "CV R² in 0.6-0.9",
-    ]
+    head = report.columns(
+        "keys | count | articles/day | CV R² forest | CV R² GLM | tail R² forest | "
+        "tail R² GLM | ceiling (est.) | ceiling (true) | tail dev. forest | tail dev. GLM | "
+        "forest best by tail dev. | CV R² in 0.6-0.9"
+    )
     rows = []
     for name, label in (
         ("all", "all"),
@@ -924,14 +876,9 @@ def model_summary_table(ms: dict[str, Any]) -> reporting.Table:
                 label,
                 str(g["keys"]),
                 _f(g["articles_per_day"], 0),
-                _f(g["cv_r2_forest"]),
-                _f(g["cv_r2_glm"]),
-                _f(g["tail_r2_forest"]),
-                _f(g["tail_r2_glm"]),
-                _f(g["r2_ceiling"]),
-                _f(g["true_r2_ceiling"]),
-                _f(g["tail_deviance_forest"], 3),
-                _f(g["tail_deviance_glm"], 3),
+                *(_f(g[f"{k}_{m}"]) for k in ("cv_r2", "tail_r2") for m in ("forest", "glm")),
+                *(_f(g[k]) for k in ("r2_ceiling", "true_r2_ceiling")),
+                *(_f(g[f"tail_deviance_{m}"], 3) for m in ("forest", "glm")),
                 f"{g['forest_wins_tail_deviance']}/{g['keys']}",
                 f"{g['in_reference_range']}/{g['keys']}",
             ]

@@ -31,6 +31,7 @@ from harness import env as _env
 from harness.report import (
     Section,
     Table,
+    columns,
     markdown,
     print_sections,
     render,
@@ -259,22 +260,11 @@ def _fmt(x: float, digits: int = 1) -> str:
 
 
 def main_table(table: dict[str, dict[str, Any]]) -> Table:
-    head = [
-        "variant",
-        "total s",
-        "pages/s",
-        "t50 s",
-        "t80 s",
-        "t90 s",
-        "pages @ ½T_BF",
-        "Q @ 30% T_BF",
-        "Q @ ⅓T_BF",
-        "Q @ ½T_BF",
-        "mean Q [0, T_BF]",
-        "Q @ ½ pages",
-        "connections",
-        "politeness violations",
-    ]
+    head = columns(
+        "variant | total s | pages/s | t50 s | t80 s | t90 s | pages @ ½T_BF | "
+        "Q @ 30% T_BF | Q @ ⅓T_BF | Q @ ½T_BF | mean Q [0, T_BF] | Q @ ½ pages | "
+        "connections | politeness violations"
+    )
     rows = []
     for variant, s in table.items():
         rows.append(
@@ -357,6 +347,37 @@ def environment() -> dict[str, Any]:
     import numpy
 
     return _env.environment({"numpy": numpy.__version__})
+
+
+def harness_record(
+    command: str,
+    environment: dict[str, Any],
+    elapsed: float,
+    parameters: dict[str, Any],
+    definitions: dict[str, Any],
+    *results: Any,
+    **more: Any,
+) -> dict[str, Any]:
+    """One harness's section of efficiency.json: how it ran, then ``webs, checks,
+    summary, curves`` (``results``, in that order), then its own keys (``more``)."""
+    record = {
+        "command": command,
+        "environment": environment,
+        "elapsed_s": elapsed,
+        "parameters": parameters,
+        "definitions": definitions,
+    }
+    record.update(zip(("webs", "checks", "summary", "curves"), results, strict=True))
+    return {**record, **more}
+
+
+def web_parameters(
+    n_servers: int, n_pages: int, seed: int, connections: int, per_domain: int | None, **more: Any
+) -> dict[str, Any]:
+    """The web and crawl both harnesses record (``more``: each one's own)."""
+    common = (n_servers, n_pages, seed, connections, per_domain)
+    names = ("n_servers", "n_pages", "seed", "connections", "per_domain")
+    return {**dict(zip(names, common, strict=True)), **more}
 
 
 def write_harness(

@@ -447,6 +447,19 @@ def _ok(run: dict[str, Any] | None) -> bool:
     return run is not None and "total_us" in run
 
 
+def _progress(run: dict[str, Any]) -> str:
+    return report.progress(
+        " ",
+        run,
+        _ok(run),
+        lambda: (
+            f"enqueue {run['enqueue_us']:.1f} µs",
+            f"dequeue {run['dequeue_us']:.1f} µs ({run['dequeued']:,})",
+            f"RAM {run['ram_bytes_per_request']:.0f} B/req",
+        ),
+    )
+
+
 def add_ratios(runs: list[dict[str, Any]]) -> None:
     """CPU and RAM ratios of every variant to the stock ones of the same size and storage."""
     for run in runs:
@@ -873,14 +886,7 @@ def main(argv: list[str] | None = None) -> int:
         default=20.0,
         help="stop a dequeue after this many CPU seconds (default 20)",
     )
-    parser.add_argument(
-        "--code",
-        choices=("head", "worktree"),
-        default="head",
-        help="benchmark scrapy_twolevel as committed at HEAD (default) or as on disk now",
-    )
-    parser.add_argument("--out-dir", type=Path, default=RESULTS)
-    parser.add_argument("--name", default=None, help="results file stem (default: scheduler)")
+    report.output_options(parser, code="head", name="scheduler")
     parser.add_argument(
         "--rerender",
         type=Path,
@@ -945,15 +951,7 @@ def main(argv: list[str] | None = None) -> int:
             run = run_subprocess(key, n, hosts, args.dequeue_cap, snapshot.dir)
             snapshot.check(run)
             runs.append(run)
-            if _ok(run):
-                print(
-                    f" enqueue {run['enqueue_us']:.1f} µs, dequeue {run['dequeue_us']:.1f} µs "
-                    f"({run['dequeued']:,}), RAM {run['ram_bytes_per_request']:.0f} B/req "
-                    f"[{run['process_wall_s']:.0f}s]",
-                    flush=True,
-                )
-            else:
-                print(f" {run.get('error')}", flush=True)
+            print(_progress(run), flush=True)
     elapsed = time.perf_counter() - started
     snapshot.remove()
     text = write_reports(runs, sizes, env, command, args.dequeue_cap, elapsed, args.out_dir, name)

@@ -709,6 +709,24 @@ def _ok(run: dict[str, Any]) -> bool:
     return run.get("mode") == "e2e" and "us_per_call" in run
 
 
+def _progress(run: dict[str, Any]) -> str:
+    if _layers_ok(run):
+        layers = ", ".join(f"{k} {f['us_per_call']:.2f} µs" for k, f in run["filters"].items())
+        return f"    layers (no fingerprinting): {layers} [{run['process_wall_s']:.0f}s]"
+    return report.progress(
+        f"    {run['config']}: ",
+        run,
+        _ok(run),
+        lambda: (
+            f"{run['us_per_call']:.2f} µs/call CPU ({run['wall_us_per_call']:.2f} wall)",
+            f"{run['ram_bytes_per_url']:.2f} B/URL total",
+            f"{run['marginal_bytes_per_url']:.2f} marginal",
+            f"false seen {run['false_seen']}",
+            f"false new {run['false_new']}",
+        ),
+    )
+
+
 def _layers_ok(run: dict[str, Any]) -> bool:
     return run.get("mode") == "layers" and "filters" in run
 
@@ -883,35 +901,36 @@ def _x(x: float | None, digits: int = 2) -> str:
     return "-" if x is None else f"{x:.{digits}f}x"
 
 
+def _failed(head: list[str], r: dict[str, Any], *cells: str) -> list[str]:
+    """The row of a failed run: its size, ``cells``, its error, then dashes."""
+    row = [f"{r['n']:,}", *cells, "failed: " + r.get("error", "?")]
+    return row + ["-"] * (len(head) - len(row))
+
+
+def _cache_hit_rate(stats: dict[str, Any]) -> str:
+    return _f(stats.get("cache_hit_rate"), 3) if "cache_hit_rate" in stats else "-"
+
+
+def _bloom_mib(stats: dict[str, Any]) -> str:
+    bloom = stats.get("bloom_bytes")
+    return _f(bloom / 2**20, 1) if bloom is not None else "-"
+
+
 def results_table(runs: list[dict[str, Any]]) -> tuple[list[str], list[list[str]]]:
-    head = [
-        "URLs",
-        "filter",
-        "pair",
-        "µs/call (CPU)",
-        "x RFP",
-        "µs/call (wall)",
-        "total B/URL",
-        "x RFP RAM",
-        "marginal B/URL",
-        "false seen",
-        "false new",
-        "cache hit rate",
-        "Bloom MiB",
-        "store disk B/URL",
-        "peak RSS MiB",
-    ]
+    head = report.columns(
+        "URLs | filter | pair | µs/call (CPU) | x RFP | µs/call (wall) | total B/URL | "
+        "x RFP RAM | marginal B/URL | false seen | false new | cache hit rate | Bloom MiB | "
+        "store disk B/URL | peak RSS MiB"
+    )
     rows = []
     for r in runs:
         if r.get("mode") == "layers" or r["config"].startswith("layers"):
             continue
         label = CONFIGS[r["config"]].label
         if not _ok(r):
-            cells = [f"{r['n']:,}", label, str(r.get("pair", "")), "failed: " + r.get("error", "?")]
-            rows.append(cells + ["-"] * (len(head) - len(cells)))
+            rows.append(_failed(head, r, label, str(r.get("pair", ""))))
             continue
         stats = r.get("stats", {})
-        bloom = stats.get("bloom_bytes")
         control = r["config"] == "fp-only"
         rows.append(
             [
@@ -926,8 +945,8 @@ def results_table(runs: list[dict[str, Any]]) -> tuple[list[str], list[list[str]
                 _f(r["marginal_bytes_per_url"]),
                 "-" if control else f"{r['false_seen']:,}",
                 "-" if control else f"{r['false_new']:,}",
-                _f(stats.get("cache_hit_rate"), 3) if "cache_hit_rate" in stats else "-",
-                _f(bloom / 2**20, 1) if bloom is not None else "-",
+                _cache_hit_rate(stats),
+                _bloom_mib(stats),
                 _f(r.get("store_disk_bytes_per_url"), 1),
                 f"{max(0, r['peak_above_baseline']) / 2**20:.0f}",
             ]
@@ -936,49 +955,37 @@ def results_table(runs: list[dict[str, Any]]) -> tuple[list[str], list[list[str]
 
 
 def layers_table(runs: list[dict[str, Any]]) -> tuple[list[str], list[list[str]]]:
-    head = [
-        "URLs",
-        "filter",
-        "µs/call without fingerprinting",
-        "x RFP",
-        "false seen",
-        "false new",
-        "cache hit rate",
-        "store lookups / call",
-        "Bloom false-positive rate",
-        "Bloom MiB",
-        "Bloom rebuilds",
-    ]
-    rows = []
-    for r in runs:
-        if not _layers_ok(r):
-            if r["config"].startswith("layers"):
-                cells = [f"{r['n']:,}", "(layers)", "failed: " + r.get("error", "?")]
-                rows.append(cells + ["-"] * (len(head) - len(cells)))
-            continue
-        ref = r["filters"].get("rfp", {}).get("us_per_call")
-        for key, f in r["filters"].items():
-            stats = f["stats"]
-            bloom = stats.get("bloom_bytes")
-            lookups = stats.get("store_lookups")
-            rows.append(
-                [
-                    f"{r['n']:,}",
-                    CONFIGS[key].label,
-                    _f(f["us_per_call"]),
-                    _x(f["us_per_call"] / ref if ref else None, 1),
-                    f"{f['false_seen']:,}",
-                    f"{f['false_new']:,}",
-                    _f(stats.get("cache_hit_rate"), 3) if "cache_hit_rate" in stats else "-",
-                    _f(lookups / r["calls"], 3)
-                    if lookups is not None and key != "bloom-only"
-                    else "-",
-                    str(stats.get("bloom_false_positive_rate", "-")),
-                    _f(bloom / 2**20, 1) if bloom is not None else "-",
-                    str(stats.get("bloom_rebuilds", "-")),
-                ]
-            )
-    return head, rows
+    head = report.columns(
+        "URLs | filter | µs/call without fingerprinting | x RFP | false seen | false new | "
+        "cache hit rate | store lookups / call | Bloom false-positive rate | Bloom MiB | "
+        "Bloom rebuilds"
+    )
+    return head, [row for r in runs for row in _layer_rows(head, r)]
+
+
+def _layer_rows(head: list[str], r: dict[str, Any]) -> Iterator[list[str]]:
+    """A run without fingerprinting: a row per filter (none for a run of another kind)."""
+    if not _layers_ok(r):
+        if r["config"].startswith("layers"):
+            yield _failed(head, r, "(layers)")
+        return
+    ref = r["filters"].get("rfp", {}).get("us_per_call")
+    for key, f in r["filters"].items():
+        stats = f["stats"]
+        lookups = stats.get("store_lookups")
+        yield [
+            f"{r['n']:,}",
+            CONFIGS[key].label,
+            _f(f["us_per_call"]),
+            _x(f["us_per_call"] / ref if ref else None, 1),
+            f"{f['false_seen']:,}",
+            f"{f['false_new']:,}",
+            _cache_hit_rate(stats),
+            _f(lookups / r["calls"], 3) if lookups is not None and key != "bloom-only" else "-",
+            str(stats.get("bloom_false_positive_rate", "-")),
+            _bloom_mib(stats),
+            str(stats.get("bloom_rebuilds", "-")),
+        ]
 
 
 def targets_table(items: list[dict[str, Any]]) -> tuple[list[str], list[list[str]]]:
@@ -1246,14 +1253,7 @@ def main(argv: list[str] | None = None) -> int:
         "--no-layers", action="store_true", help="skip the runs without fingerprinting"
     )
     parser.add_argument("--seed", type=int, default=SEED)
-    parser.add_argument(
-        "--code",
-        choices=("head", "worktree"),
-        default="worktree",
-        help="benchmark scrapy_twolevel as on disk now (default) or as committed at HEAD",
-    )
-    parser.add_argument("--out-dir", type=Path, default=RESULTS)
-    parser.add_argument("--name", default=None, help=f"results file stem (default {NAME})")
+    report.output_options(parser, code="worktree", name=NAME)
     parser.add_argument("--rerender", type=Path, metavar="JSON", help="rewrite reports only")
     parser.add_argument("--worker", metavar="JOB", help=argparse.SUPPRESS)
     parser.add_argument("--profile", metavar="CONFIG", choices=list(CONFIGS))
@@ -1313,24 +1313,7 @@ def main(argv: list[str] | None = None) -> int:
             run["pair"] = pair
             snapshot.check(run)
             runs.append(run)
-            if _layers_ok(run):
-                print(
-                    "    layers (no fingerprinting): "
-                    + ", ".join(f"{k} {f['us_per_call']:.2f} µs" for k, f in run["filters"].items())
-                    + f" [{run['process_wall_s']:.0f}s]",
-                    flush=True,
-                )
-            elif _ok(run):
-                print(
-                    f"    {run['config']}: {run['us_per_call']:.2f} µs/call CPU "
-                    f"({run['wall_us_per_call']:.2f} wall), {run['ram_bytes_per_url']:.2f} B/URL "
-                    f"total, {run['marginal_bytes_per_url']:.2f} marginal, false seen "
-                    f"{run['false_seen']}, false new {run['false_new']} "
-                    f"[{run['process_wall_s']:.0f}s]",
-                    flush=True,
-                )
-            else:
-                print(f"    {run['config']}: {run.get('error')}", flush=True)
+            print(_progress(run), flush=True)
     elapsed = time.perf_counter() - started
     snapshot.remove()
     shutil.rmtree(logdir, ignore_errors=True)

@@ -37,6 +37,7 @@ from typing import Any
 import harness
 from harness import BENCH as HERE
 from harness import DOCS_RESULTS, RESULTS, ROOT
+from harness.report import columns
 
 harness.use_checkout()
 
@@ -176,15 +177,11 @@ def table(rows: list[dict[str, Any]]) -> tuple[list[str], list[list[str]]]:
     def f(x: Any, digits: int = 2) -> str:
         return "-" if x is None else f"{x:.{digits}f}"
 
-    head = [
-        "scheduler",
-        "pages/s news/daily/reference (all topics running)",
-        "spread (CV)",
-        "windows starved",
-        "topic done at (s) news/daily/reference",
-        "urgent latency median/max (s)",
-        "one session (s)",
-    ]
+    head = columns(
+        "scheduler | pages/s news/daily/reference (all topics running) | spread (CV) | "
+        "windows starved | topic done at (s) news/daily/reference | "
+        "urgent latency median/max (s) | one session (s)"
+    )
     body = []
     for r in rows:
         body.append(

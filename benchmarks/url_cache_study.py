@@ -700,16 +700,10 @@ def _size(size: int | None) -> str:
 
 
 def critical_table(traces: dict[str, dict[str, Any]]) -> reporting.Table:
-    head = [
-        "trace",
-        "policy",
-        "critical point",
-        "hit rate there",
-        "flat from",
-        "within 2 points of infinite from",
-        "steepest doubling",
-        "infinite",
-    ]
+    head = report.columns(
+        "trace | policy | critical point | hit rate there | flat from | "
+        "within 2 points of infinite from | steepest doubling | infinite"
+    )
     rows = []
     for name, trace in traces.items():
         rates = rates_of(trace)
@@ -752,16 +746,11 @@ def modelled_cost(
 def cost_table(
     cost: dict[str, Any], memory: dict[str, Any], model: dict[str, float] | None, size: int
 ) -> reporting.Table:
-    head = [
-        "policy",
-        "µs per test (best)",
-        "µs per test (median)",
-        "µs net of the loop",
-        "hit rate in the timing run",
-        f"µs per test with store lookups, {_exp(size)}",
-        "B per entry (structures)",
-        "B per entry with the key object",
-    ]
+    head = report.columns(
+        "policy | µs per test (best) | µs per test (median) | µs net of the loop | "
+        f"hit rate in the timing run | µs per test with store lookups, {_exp(size)} | "
+        "B per entry (structures) | B per entry with the key object"
+    )
     rows = []
     for p in PRACTICAL:
         c, m = cost[p], memory["policies"][p]

@@ -39,6 +39,20 @@ def arg_parser(doc: str | None, quick: str | None = None) -> argparse.ArgumentPa
     return out
 
 
+def output_options(parser: argparse.ArgumentParser, *, code: str, name: str) -> None:
+    """``--code`` (which ``scrapy_twolevel`` the workers import), ``--out-dir``, ``--name``."""
+    where = {"head": "as committed at HEAD", "worktree": "as on disk now"}
+    other = "worktree" if code == "head" else "head"
+    parser.add_argument(
+        "--code",
+        choices=tuple(where),
+        default=code,
+        help=f"benchmark scrapy_twolevel {where[code]} (default) or {where[other]}",
+    )
+    parser.add_argument("--out-dir", type=Path, default=RESULTS)
+    parser.add_argument("--name", default=None, help=f"results file stem (default: {name})")
+
+
 def command_line(script: str, args: Sequence[str]) -> str:
     """How the run was started, as results record it: ``python benchmarks/x.py ...``."""
     return "python " + shlex.join([os.path.relpath(script), *args])
@@ -191,3 +205,17 @@ def save_figure(fig: Any, path: Path, dpi: int = 100) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=dpi)
     plt.close(fig)
+
+
+def progress(
+    prefix: str, run: dict[str, Any], ok: bool, figures: Callable[[], Sequence[str]]
+) -> str:
+    """A worker's progress line: its figures and wall time, or its error."""
+    if not ok:
+        return f"{prefix}{run.get('error')}"
+    return f"{prefix}{', '.join(figures())} [{run['process_wall_s']:.0f}s]"
+
+
+def columns(header: str) -> list[str]:
+    """A table's column names, written as one line: ``"variant | total s | ratio"``."""
+    return header.split(" | ")
