@@ -85,12 +85,19 @@ class SeenCounters:
     """What the layers did; the dupefilter turns these into stats."""
 
     tests: int = 0
+    """Keys tested (one per request the dupefilter is asked about)."""
     cache_hits: int = 0
+    """Answered "seen" by the cache of recent keys alone."""
     bloom_maybe: int = 0
+    """Missed by the cache, called "maybe seen" by the filter."""
     store_lookups: int = 0
+    """Looked up in the exact store (each "maybe", in exact mode)."""
     false_positives: int = 0
+    """A "maybe" that the store said was new: the filter's false positives."""
     new: int = 0
+    """Keys added: new URLs."""
     rebuilds: int = 0
+    """Times the filter was full and rebuilt from the store."""
 
     @property
     def observed_false_positive_rate(self) -> float | None:
