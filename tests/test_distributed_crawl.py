@@ -112,6 +112,14 @@ def start_one_by_one(tmp_path, names, server, redis_url, crawl_id, **settings):
     return nodes
 
 
+def joins_while_held(server, node):
+    """Wait until ``node`` has joined, with the web's answers held (``server.hold()`` was
+    called before), then answer them: it joins while the crawl's work is still there,
+    however slowly a loaded machine starts it."""
+    wait_until(lambda: "Joined crawl" in node.log(), f"{node.name} to join")
+    server.release()
+
+
 def wait_until(condition, what, timeout=60.0):
     deadline = time.monotonic() + timeout
     while not condition():
@@ -216,7 +224,9 @@ def test_node_started_mid_crawl_takes_a_share(tmp_path, web_server, redis_crawl,
     half = {"n0": BUCKETS // 2, "n1": BUCKETS // 2}
     wait_until(lambda: buckets(client, crawl_id, "buckets_held") == half, "the hand-over to n1")
     wait_until(lambda: server.stats().total.responses_total >= 60, "60 responses")
+    server.hold()
     late = Node(tmp_path, "late", server, redis_url, crawl_id)
+    joins_while_held(server, late)
     stats = [node.finished() for node in first]
     late_stats = late.finished()
 
@@ -270,6 +280,7 @@ def test_graceful_leave_hands_buckets_over(tmp_path, web_server, redis_crawl, re
     client, crawl_id = redis_crawl
     web = slow_web(seed=8)
     server = web_server(web)
+    server.hold()  # until the leaver node has joined: it needs 40 responses before the end
     stay = start_one_by_one(tmp_path, ["n0", "n1"], server, redis_url, crawl_id)
     leaver = Node(
         tmp_path,
@@ -280,6 +291,7 @@ def test_graceful_leave_hands_buckets_over(tmp_path, web_server, redis_crawl, re
         EXTENSIONS={"crawl_helpers.SignalAfterResponses": 1},
         SIGNAL_AFTER_RESPONSES="40,SIGINT",  # Ctrl-C: Scrapy's graceful stop
     )
+    joins_while_held(server, leaver)
     assert leaver.wait() == 0, leaver.log()[-3000:]
     left = leaver.stats()
     assert left["finish_reason"] == "shutdown"
@@ -302,6 +314,7 @@ def test_sigkill_mid_crawl_loses_nothing(tmp_path, web_server, redis_crawl, redi
     client, crawl_id = redis_crawl
     web = slow_web(seed=9)
     server = web_server(web)
+    server.hold()  # until the victim node has joined: it needs 40 responses before the end
     stay = start_one_by_one(tmp_path, ["n0", "n1"], server, redis_url, crawl_id)
     victim = Node(
         tmp_path,
@@ -313,6 +326,7 @@ def test_sigkill_mid_crawl_loses_nothing(tmp_path, web_server, redis_crawl, redi
         KILL_AFTER_RESPONSES=40,
         LEASES_FILE=str(tmp_path / "victim.leases"),
     )
+    joins_while_held(server, victim)
     assert victim.wait() == -signal.SIGKILL
     # Reaped once its heartbeat expired: the survivors hold every bucket (read from the
     # table now; at the crawl's end the first survivor to leave hands its own over).
@@ -334,6 +348,7 @@ def test_sigstop_past_ttl_loses_buckets_and_rejoins(tmp_path, web_server, redis_
     client, crawl_id = redis_crawl
     web = slow_web(seed=10)
     server = web_server(web)
+    server.hold()  # until the paused node has joined: it needs 40 responses before the end
     stay = start_one_by_one(tmp_path, ["n0", "n1"], server, redis_url, crawl_id)
     paused = Node(
         tmp_path,
@@ -345,6 +360,7 @@ def test_sigstop_past_ttl_loses_buckets_and_rejoins(tmp_path, web_server, redis_
         SIGNAL_AFTER_RESPONSES="40,SIGSTOP",
         LEASES_FILE=str(tmp_path / "paused.leases"),
     )
+    joins_while_held(server, paused)
     wait_until(lambda: _process_state(paused.proc.pid) == "T", "the node to stop itself")
     wait_until(lambda: "paused" not in buckets(client, crawl_id), "the paused node to be reaped")
     paused.proc.send_signal(signal.SIGCONT)

@@ -16,6 +16,7 @@ import re
 import socket
 import subprocess
 import sys
+import time
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
@@ -983,3 +984,20 @@ def test_control_index_lists_every_endpoint_and_the_seeds(served: Served) -> Non
     for url in served.server.seeds:
         assert f'href="{url}"' in page
     assert served.stats().control_requests >= 1
+
+
+def test_held_answers_wait_for_the_release(served: Served) -> None:
+    served.server.hold()
+    page = served.web.seeds[0]
+    host = served.web.pages[page].host
+    with _connect(served.address(host)) as conn:
+        conn.sendall(_request(served.web.pages[page].path, served.web.hosts[host].address))
+        deadline = time.monotonic() + TIMEOUT
+        while served.stats().hosts[host].requests_total < 1:  # read and counted...
+            assert time.monotonic() < deadline, "the held request never reached the server"
+        held = served.stats().hosts[host]
+        assert (held.requests_in_flight, held.responses_total) == (1, 0)  # ...not answered
+        served.server.release()
+        status, _, _ = _read_response(conn.makefile("rb"))
+    assert status == "HTTP/1.1 200 OK"
+    assert served.stats().hosts[host].responses_total == 1

@@ -118,7 +118,17 @@ class ServerProcess:
 
     def reset(self) -> None:
         """Forget the stats, e.g. between two crawls of one served web."""
-        with urllib.request.urlopen(f"{self.control}/_reset", timeout=self.timeout) as reply:
+        self._control("/_reset")
+
+    def hold(self) -> None:
+        """Answer no host request until :meth:`release`: a crawl paused from outside."""
+        self._control("/_hold")
+
+    def release(self) -> None:
+        self._control("/_release")
+
+    def _control(self, path: str) -> None:
+        with urllib.request.urlopen(f"{self.control}{path}", timeout=self.timeout) as reply:
             reply.read()
 
     def stop(self) -> int:

@@ -49,6 +49,8 @@ _CONTROL_ENDPOINTS = (
     ("/_stats", "what the server saw, as JSON (ServerStats.to_dict())"),
     ("/_reset", "forget the stats, keeping open connections counted"),
     ("/_web", "the served web, as WebSpec JSON (serve --web PATH takes it)"),
+    ("/_hold", "answer no host request until /_release (a crawl paused from outside)"),
+    ("/_release", "answer the held requests, and the rest as usual"),
 )
 _ROBOTS = b"User-agent: *\nAllow: /\n"
 _REASONS = {
@@ -390,6 +392,8 @@ class _TestWebProtocol(Protocol):
             return
         if self._host is not None and self._host.failure is not None:
             return  # "hang": requests stay queued (in flight) until the connection closes
+        if self._host is not None and self._server.held(self._next):
+            return  # answered when the server is released
         self._disarm_idle()
         delay = 0.0
         if self._host is not None:
@@ -487,6 +491,9 @@ class TestWebServer:
         self._reserved: list[socket.socket] = []
         self._protocols: set[_TestWebProtocol] = set()
         self._connection_ids = 0
+        #: While held, connections waiting to answer (see :meth:`hold`).
+        self._holding = False
+        self._waiting: list[Callable[[], None]] = []
 
     @property
     def reactor(self) -> Any:
@@ -504,7 +511,7 @@ class TestWebServer:
 
     @property
     def control_url(self) -> str:
-        """Base URL of the control endpoint (``/``, ``/_stats``, ``/_reset``, ``/_web``)."""
+        """Base URL of the control endpoints (``/``, ``/_stats``, ``/_reset``, ...)."""
         return f"http://{CONTROL_ADDRESS}:{self._port}"
 
     @property
@@ -598,6 +605,20 @@ class TestWebServer:
             return _Answer(301, "text/html", body, page.id, (("Location", location),))
         return _Answer(200, "text/html; charset=utf-8", body, page.id)
 
+    def hold(self, on: bool) -> None:
+        """Hold every host's answers (``True``) or answer the held ones and go on."""
+        self._holding = on
+        if not on:
+            waiting, self._waiting = self._waiting, []
+            for resume in waiting:
+                resume()
+
+    def held(self, resume: Callable[[], None]) -> bool:
+        """Whether answers are held; if so, ``resume()`` is called on release."""
+        if self._holding:
+            self._waiting.append(resume)
+        return self._holding
+
     def control_response(self, request: _Request) -> _Answer:
         if request.status:
             return _Answer(request.status, "text/plain", b"error\n")
@@ -609,6 +630,9 @@ class TestWebServer:
             return _Answer(200, "application/json", b'{"ok": true}')
         if request.path == "/_web":
             return _Answer(200, "application/json", self.web.to_json().encode())
+        if request.path in ("/_hold", "/_release"):
+            self.hold(request.path == "/_hold")
+            return _Answer(200, "application/json", b'{"ok": true}')
         if request.path == "/":
             return _Answer(200, "text/html; charset=utf-8", self._control_index())
         return _Answer(404, "text/plain", b"not found\n")
