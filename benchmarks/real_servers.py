@@ -1,0 +1,488 @@
+"""The scheduler on real web servers: nginx serving 28 real documentation sites.
+
+Each crawl is judged from nginx's own access log (:mod:`realweb.judge`), against Scrapy's
+default scheduler and a clairvoyant reference, in one run:
+
+- **the web**: 28 documentation sites from Debian's packages (6,499 pages, 12 to 1,936 per
+  site; :mod:`realweb.corpus`), each served unchanged by one nginx on its own loopback
+  address with its own request rate, keep-alive limit and, for a third of them, bandwidth
+  cap, drawn from a seeded distribution (:mod:`realweb.servers`). Page quality is the
+  PageRank of the sites' own link graph, handed to the spider as ``priority``.
+- **the crawls**: each variant is a fresh ``scrapy crawl`` process (:mod:`realweb.crawl`)
+  against a fresh nginx, with ``CONCURRENT_REQUESTS = 8`` and one request per host
+  (``CONCURRENT_REQUESTS_PER_DOMAIN = 1``): Scrapy 2.19's defaults (``scrapy``) and the
+  add-on with each policy (``ADDONS = {"scrapy_twolevel.Addon": 0}``, ``TWOLEVEL_POLICY``).
+- **two regimes**: *politeness-bound* (36 to 600 requests per minute per host; every crawl
+  stopped after ``--window`` seconds) and *CPU-bound* (the same rates x 5; crawls run to
+  the end, or ``--cpu-window``).
+- **the reference**: the clairvoyant schedule (:mod:`realweb.clairvoyant`), simulated on the
+  same graph, rates and sizes with the same 8 connections.
+
+Set-up (root, once; nginx and the 28 documentation packages, ~410 MiB)::
+
+    apt-get install -y --no-install-recommends nginx $(python benchmarks/real_servers.py --packages)
+
+Usage::
+
+    python benchmarks/real_servers.py            # both regimes, every variant, ~40 min
+    python benchmarks/real_servers.py --quick    # 60-s window, scrapy and crawl-capability
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import scrapy
+
+import scrapy_twolevel
+from harness import DOCS_RESULTS, RESULTS, report
+from harness.crawl import pythonpath
+from harness.env import environment
+from realweb import clairvoyant, corpus, judge, servers
+
+HERE = Path(__file__).resolve().parent
+NAME = "real_servers"
+CONNECTIONS = 8
+POLICIES = ("breadth-first", "performance-first", "quality-first", "crawl-capability")
+VARIANTS = ("scrapy", *POLICIES)
+REGIMES = {"politeness": 1.0, "cpu": 5.0}  # rate scale
+PRIORITY_SCALE = 1_000_000
+TARGETS = {
+    "politeness": {"time_to_half": 0.70, "quality_at_quarter": 1.15},
+    "cpu": {"time_to_80pct": 1.0, "cpu_per_page": 1.05},
+}
+
+
+def variant_settings(variant: str, close_after: float) -> dict[str, Any]:
+    settings: dict[str, Any] = {
+        "CONCURRENT_REQUESTS": CONNECTIONS,
+        "CONCURRENT_REQUESTS_PER_DOMAIN": 1,
+        "DOWNLOAD_DELAY": 0,
+        "ROBOTSTXT_OBEY": False,
+        "COOKIES_ENABLED": False,
+        "TELNETCONSOLE_ENABLED": False,
+        "LOG_LEVEL": "INFO",
+        "CLOSESPIDER_TIMEOUT": close_after,
+    }
+    if variant != "scrapy":
+        settings["ADDONS"] = {"scrapy_twolevel.Addon": 0}
+        settings["TWOLEVEL_POLICY"] = variant
+    return settings
+
+
+def run_crawl(
+    workdir: Path,
+    variant: str,
+    nginx: servers.Nginx,
+    seeds: list[str],
+    priorities: dict[str, dict[str, int]],
+    close_after: float,
+) -> dict[str, Any]:
+    config = workdir / f"{variant}.config.json"
+    output = workdir / f"{variant}.result.json"
+    output.unlink(missing_ok=True)
+    config.write_text(
+        json.dumps(
+            {
+                "settings": variant_settings(variant, close_after),
+                "seeds": seeds,
+                "priorities": priorities,
+                "output": str(output),
+            }
+        )
+    )
+    log = workdir / f"{variant}.log"
+    with open(log, "w") as stderr:
+        proc = subprocess.run(
+            [sys.executable, "-m", "realweb.crawl", str(config)],
+            stderr=stderr,
+            stdout=subprocess.DEVNULL,
+            env=pythonpath(HERE),
+            timeout=close_after + 600,
+        )
+    if proc.returncode != 0 or not output.exists():
+        raise RuntimeError(f"{variant} failed:\n{log.read_text()[-3000:]}")
+    return json.loads(output.read_text())
+
+
+def run_regime(
+    regime: str,
+    variants: list[str],
+    sites: list[corpus.Site],
+    data: dict[str, Any],
+    seed: int,
+    window: float | None,
+    workdir: Path,
+    clock: report.Clock,
+) -> dict[str, Any]:
+    profiles = [p.scaled(REGIMES[regime]) for p in servers.draw_profiles(len(sites), seed)]
+    quality = {
+        p.address: {page: v[0] for page, v in data["sites"][s.name]["pages"].items()}
+        for s, p in zip(sites, profiles, strict=True)
+    }
+    best = max(q for pages in quality.values() for q in pages.values())
+    priorities = {
+        host: {page: round(PRIORITY_SCALE * q / best) for page, q in pages.items()}
+        for host, pages in quality.items()
+    }
+    index_of = {name: site["index"] for name, site in data["sites"].items()}
+    close_after = window if window is not None else 1800.0
+    runs: dict[str, Any] = {}
+    for variant in variants:
+        rundir = workdir / regime / variant
+        with servers.Nginx(rundir, sites, profiles) as nginx:
+            clock.log(f"{regime}: {variant} ...")
+            cpu_before = nginx.cpu_seconds()
+            result = run_crawl(
+                rundir, variant, nginx, nginx.seeds(index_of), priorities, close_after
+            )
+            nginx_cpu = nginx.cpu_seconds() - cpu_before
+        verdict = judge.judge(judge.read_log(nginx.log), quality, window)
+        summary = verdict.summary(window)
+        summary["crawler_cpu_s"] = round(result["cpu_s"], 2)
+        summary["crawler_wall_s"] = round(result["wall_s"], 2)
+        summary["cpu_ms_per_page"] = round(1000 * result["cpu_s"] / max(1, verdict.pages), 3)
+        summary["nginx_cpu_s"] = round(nginx_cpu, 2)
+        summary["finish_reason"] = result["stats"].get("finish_reason")
+        runs[variant] = {
+            "summary": summary,
+            "curve": _thin(verdict.curve),
+            "in_flight": verdict.in_flight,
+            "hosts": {
+                h: {k: v for k, v in d.items() if k != "spans"} for h, d in verdict.per_host.items()
+            },
+            "spans": {h: d["spans"] for h, d in verdict.per_host.items()},
+            "stats": {
+                k: v
+                for k, v in result["stats"].items()
+                if k.startswith(("twolevel/", "scheduler/", "downloader/response_count", "finish"))
+            },
+        }
+        clock.log(
+            f"  {summary['pages']} pages, quality {summary['quality']:.3f}, "
+            f"half at {summary['time_to_half_s']} s, CPU {summary['crawler_cpu_s']} s, "
+            f"{summary['overlapping']} overlapping"
+        )
+    horizon = (
+        window if window is not None else max(r["summary"]["last_end_s"] for r in runs.values())
+    )
+    reference = clairvoyant.schedule(data, [s.name for s in sites], profiles, CONNECTIONS, horizon)
+    return {
+        "profiles": servers.profiles_table(sites, profiles),
+        "window_s": window,
+        "runs": runs,
+        "clairvoyant": {
+            "curve": _thin(reference),
+            "summary": _reference_summary(reference, window),
+        },
+    }
+
+
+def _thin(curve: list[tuple[float, float]], points: int = 400) -> list[list[float]]:
+    if len(curve) <= points:
+        return [[round(t, 3), round(q, 6)] for t, q in curve]
+    step = len(curve) / points
+    picked = [curve[int(i * step)] for i in range(points)] + [curve[-1]]
+    return [[round(t, 3), round(q, 6)] for t, q in picked]
+
+
+def _reference_summary(curve: list[tuple[float, float]], window: float | None) -> dict[str, Any]:
+    j = judge.Judgement(
+        curve, len(curve), len(curve), 0, {}, 0, 1, 0, curve[-1][0] if curve else 0.0, []
+    )
+    return j.summary(window)
+
+
+# -- the report -----------------------------------------------------------------------------
+
+
+def _x(value: float | None, base: float | None) -> str:
+    if value is None or not base:
+        return "-"
+    return report.ratio(value / base)
+
+
+def _s(value: float | None, digits: int = 1) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def regime_table(regime: str, result: dict[str, Any]) -> report.Table:
+    runs = result["runs"]
+    base = runs.get("scrapy", {}).get("summary", {})
+    quarter = result["window_s"] is not None
+    head = report.columns(
+        ("variant | quality at ¼ window | vs scrapy | " if quarter else "variant | ")
+        + "time to half s | vs scrapy | time to 80% s | vs scrapy | quality | pages | "
+        "duplicates | overlapping | max in flight/host | crawler CPU s | CPU ms/page | "
+        "vs scrapy | 404s"
+    )
+    rows = []
+    for variant, run in runs.items():
+        s = run["summary"]
+        cells = [variant]
+        if quarter:
+            q = s["quality_at_quarter"]
+            cells += [f"{q:.3f}", _x(q, base.get("quality_at_quarter"))]
+        cells += [
+            _s(s["time_to_half_s"]),
+            _x(s["time_to_half_s"], base.get("time_to_half_s")),
+            _s(s["time_to_80pct_s"]),
+            _x(s["time_to_80pct_s"], base.get("time_to_80pct_s")),
+            f"{s['quality']:.3f}",
+            str(s["pages"]),
+            str(s["duplicates"]),
+            str(s["overlapping"]),
+            str(s["max_in_flight_per_host"]),
+            _s(s["crawler_cpu_s"]),
+            _s(s["cpu_ms_per_page"], 2),
+            _x(s["cpu_ms_per_page"], base.get("cpu_ms_per_page")),
+            str(s["statuses"].get("404", 0)),
+        ]
+        rows.append(cells)
+    ref = result["clairvoyant"]["summary"]
+    cells = ["clairvoyant (simulated)"]
+    if quarter:
+        cells += [
+            f"{ref['quality_at_quarter']:.3f}",
+            _x(ref["quality_at_quarter"], base.get("quality_at_quarter")),
+        ]
+    cells += [
+        _s(ref["time_to_half_s"]),
+        _x(ref["time_to_half_s"], base.get("time_to_half_s")),
+        _s(ref["time_to_80pct_s"]),
+        _x(ref["time_to_80pct_s"], base.get("time_to_80pct_s")),
+        f"{ref['quality']:.3f}",
+        str(ref["pages"]),
+    ]
+    rows.append(cells + ["-"] * (len(head) - len(cells)))
+    return head, rows
+
+
+def targets(results: dict[str, Any]) -> tuple[report.Table, list[dict[str, Any]]]:
+    head = report.columns("regime | target | crawl-capability | met")
+    rows, items = [], []
+
+    def add(regime: str, what: str, value: float | None, limit: float, lower: bool) -> None:
+        ok = value is not None and (value <= limit if lower else value >= limit)
+        figure = "-" if value is None else report.ratio(value)
+        bound = f"{'≤' if lower else '≥'} {limit:.2f}x scrapy"
+        rows.append([regime, f"{what} {bound}", figure, report.yes_no(ok)])
+        items.append({"regime": regime, "target": what, "limit": limit, "value": value, "met": ok})
+
+    for regime, result in results.items():
+        runs = result["runs"]
+        if "scrapy" not in runs or "crawl-capability" not in runs:
+            continue
+        ours, base = runs["crawl-capability"]["summary"], runs["scrapy"]["summary"]
+
+        def ratio(key: str, ours: dict = ours, base: dict = base) -> float | None:
+            a, b = ours.get(key), base.get(key)
+            return a / b if a is not None and b else None
+
+        if regime == "politeness":
+            limits = TARGETS["politeness"]
+            add(
+                regime,
+                "time to half the quality",
+                ratio("time_to_half_s"),
+                limits["time_to_half"],
+                True,
+            )
+            add(
+                regime,
+                "quality at ¼ window",
+                ratio("quality_at_quarter"),
+                limits["quality_at_quarter"],
+                False,
+            )
+        else:
+            limits = TARGETS["cpu"]
+            add(
+                regime,
+                "time to 80% of quality",
+                ratio("time_to_80pct_s"),
+                limits["time_to_80pct"],
+                True,
+            )
+            add(
+                regime,
+                "crawler CPU per page",
+                ratio("cpu_ms_per_page"),
+                limits["cpu_per_page"],
+                True,
+            )
+        overlaps = sum(r["summary"]["overlapping"] for v, r in runs.items() if v != "scrapy")
+        rows.append(
+            [
+                regime,
+                "never two requests in flight at one host (two-level)",
+                str(overlaps),
+                report.yes_no(overlaps == 0),
+            ]
+        )
+        items.append(
+            {"regime": regime, "target": "no overlap", "value": overlaps, "met": overlaps == 0}
+        )
+    return (head, rows), items
+
+
+def plots(results: dict[str, Any], out: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(results), figsize=(6.5 * len(results), 4.2), squeeze=False)
+    for ax, (regime, result) in zip(axes[0], results.items(), strict=True):
+        for variant, run in result["runs"].items():
+            t, q = zip(*run["curve"], strict=True) if run["curve"] else ((), ())
+            ax.step(t, q, where="post", label=variant, lw=1.4)
+        ref = result["clairvoyant"]["curve"]
+        if ref:
+            t, q = zip(*ref, strict=True)
+            ax.step(t, q, where="post", label="clairvoyant", color="black", ls="--", lw=1)
+        ax.set_title(f"{regime}-bound: quality over time")
+        ax.set_xlabel("seconds (nginx access log)")
+        ax.set_ylabel("quality gathered (1 = every page)")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    report.save_figure(fig, out / f"{NAME}_quality.png")
+
+    fig, axes = plt.subplots(1, len(results), figsize=(6.5 * len(results), 3.6), squeeze=False)
+    for ax, (regime, result) in zip(axes[0], results.items(), strict=True):
+        for variant, run in result["runs"].items():
+            ax.plot(range(len(run["in_flight"])), run["in_flight"], label=variant, lw=1)
+        ax.axhline(CONNECTIONS, color="grey", ls=":", lw=1)
+        ax.set_title(f"{regime}-bound: requests being served")
+        ax.set_xlabel("seconds")
+        ax.set_ylabel("in flight (mean per second)")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    report.save_figure(fig, out / f"{NAME}_in_flight.png")
+
+    shown = [
+        v
+        for v in ("scrapy", "crawl-capability")
+        if v in results.get("politeness", {}).get("runs", {})
+    ]
+    if shown:
+        result = results["politeness"]
+        hosts = [p["address"] for p in result["profiles"]]
+        names = [p["site"] for p in result["profiles"]]
+        limit = (result["window_s"] or 60) / 2
+        fig, axes = plt.subplots(1, len(shown), figsize=(7 * len(shown), 6), squeeze=False)
+        for ax, variant in zip(axes[0], shown, strict=True):
+            spans = result["runs"][variant]["spans"]
+            for y, host in enumerate(hosts):
+                bars = [(s, e - s) for s, e in spans.get(host, []) if s <= limit]
+                ax.broken_barh(bars, (y - 0.4, 0.8), lw=0)
+            ax.set_yticks(range(len(hosts)), names, fontsize=7)
+            ax.set_xlim(0, limit)
+            ax.set_title(f"politeness-bound, {variant}: each host's requests")
+            ax.set_xlabel("seconds")
+        report.save_figure(fig, out / f"{NAME}_hosts.png")
+
+
+def write(results: dict[str, Any], env: dict[str, Any], command: str, elapsed: float) -> str:
+    sections: list[report.Section] = []
+    for regime, result in results.items():
+        window = result["window_s"]
+        title = f"{regime}-bound" + (f", first {window:g} s" if window else ", to the end")
+        sections.append((title, "", [("", regime_table(regime, result))]))
+    table, items = targets(results)
+    sections.append(("Targets", "", [("", table)]))
+    sections.append(("Quality over time", f"{NAME}_quality.png", []))
+    sections.append(("Requests in flight", f"{NAME}_in_flight.png", []))
+    sections.append(("Each host's requests (politeness-bound)", f"{NAME}_hosts.png", []))
+    intro = [
+        f"Generated by `{command}` on {env['date']} ({env['platform']}, {env['cpus']} CPUs); "
+        f"Scrapy {env['scrapy']}, nginx {env['nginx']}; run time {elapsed / 60:.0f} min.",
+        "28 documentation sites from Debian's packages served by nginx, one loopback "
+        "address each, with the rate, keep-alive and bandwidth limits in the JSON; quality "
+        "is PageRank of the sites' own link graph; judged from nginx's access log. "
+        f"{CONNECTIONS} connections, one request per host.",
+    ]
+    definitions = {
+        "quality at ¼ window": "sum of the qualities of the distinct pages served (200) by then",
+        "time to half": "seconds until half of the whole web's quality was served",
+        "time to 80%": "seconds until 80% of what the crawl gathered in all was served",
+        "overlapping": "requests begun while another one to the same host was being served",
+        "clairvoyant": "knows every quality, size, rate and link; no CPU cost (see realweb)",
+    }
+    report.publish(
+        NAME, "Real web servers", intro, sections, definitions, lambda: plots(results, DOCS_RESULTS)
+    )
+    data = {
+        "command": command,
+        "environment": env,
+        "elapsed_s": elapsed,
+        "targets": items,
+        "regimes": results,
+    }
+    (RESULTS / f"{NAME}.json").write_text(report.compact_json(data) + "\n")
+    return report.markdown(table)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = report.arg_parser(
+        __doc__, quick="60-s window, scrapy and crawl-capability; writes nothing"
+    )
+    parser.add_argument(
+        "--packages", action="store_true", help="print the Debian packages and exit"
+    )
+    parser.add_argument("--regimes", default="politeness,cpu")
+    parser.add_argument("--variants", default=",".join(VARIANTS))
+    parser.add_argument("--window", type=float, default=180.0, help="politeness-bound window, s")
+    parser.add_argument(
+        "--cpu-window", type=float, default=None, help="CPU-bound window, s (default: to the end)"
+    )
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--workdir", type=Path, default=Path("/tmp/twolevel-real-servers"))
+    args = parser.parse_args(argv)
+    sites = corpus.load_sites()
+    if args.packages:
+        print(" ".join(corpus.packages(sites)))
+        return 0
+    absent = corpus.missing(sites)
+    if not servers.available() or absent:
+        print(
+            "Needs nginx and the sites' packages (root): apt-get install -y "
+            f"--no-install-recommends nginx {' '.join(corpus.packages(sites))}",
+            file=sys.stderr,
+        )
+        return 2
+    variants = args.variants.split(",")
+    regimes = args.regimes.split(",")
+    windows = {"politeness": args.window, "cpu": args.cpu_window}
+    if args.quick:
+        variants = [v for v in variants if v in ("scrapy", "crawl-capability")]
+        windows = {"politeness": 60.0, "cpu": 60.0}
+    clock = report.Clock()
+    command = report.command_line(__file__, sys.argv[1:] if argv is None else argv)
+    data = corpus.build(args.workdir, sites)
+    clock.log(f"corpus: {sum(len(s['pages']) for s in data['sites'].values())} pages")
+    results = {
+        regime: run_regime(
+            regime, variants, sites, data, args.seed, windows[regime], args.workdir, clock
+        )
+        for regime in regimes
+    }
+    env = environment(
+        {"scrapy": scrapy.__version__, "scrapy_twolevel": scrapy_twolevel.__version__},
+        nginx=servers.nginx_version(),
+    )
+    if args.quick:
+        for regime, result in results.items():
+            print(report.markdown(regime_table(regime, result)))
+        print(report.markdown(targets(results)[0]))
+        return 0
+    text = write(results, env, command, clock.elapsed())
+    return report.finish(text, clock.elapsed(), f"{RESULTS}/{NAME}*")
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,92 @@
+"""The reference schedule: a crawler that knows every page's quality, size and links, and
+every host's rate, bandwidth and service time, in advance.
+
+Simulated on the same graph, with the same ``K`` connections and one request in flight per
+host. Whenever a connection is free it sends, among the hosts not in flight, the request
+with the most quality per second it will cost: the best discovered page of each host (a
+page is discovered when a page linking to it has been fetched; the start pages at time 0)
+over ``delay + BASE + size / bandwidth``, where the delay is what the host's rate limit
+will hold the request (nginx's ``limit_req``, a leaky bucket: requests are spaced ``1 /
+rate`` apart, the first one free). The crawler's own CPU, connection set-up and link
+parsing cost nothing here: it is a bound for the politeness-bound regime, not a crawler.
+"""
+
+from __future__ import annotations
+
+import heapq
+from typing import Any
+
+from realweb.servers import HostProfile
+
+#: Seconds a host takes to serve a small page on loopback, delays and transfer aside.
+BASE = 0.002
+
+
+def schedule(
+    corpus: dict[str, Any],
+    names: list[str],
+    profiles: list[HostProfile],
+    connections: int,
+    horizon: float,
+) -> list[tuple[float, float]]:
+    """``(time, quality gathered)`` of the clairvoyant crawl, one point per page."""
+    hosts = []
+    for name, profile in zip(names, profiles, strict=True):
+        site = corpus["sites"][name]
+        hosts.append(
+            {
+                "pages": site["pages"],
+                "interval": 60.0 / profile.rate_per_minute,
+                "bandwidth": profile.bandwidth,
+                "tat": 0.0,  # when the rate limit lets the next request through
+                "queue": [(-site["pages"][site["index"]][0], site["index"])],
+                "known": {site["index"]},
+                "busy": False,
+            }
+        )
+    now, gathered, curve = 0.0, 0.0, []
+    running: list[tuple[float, int, str]] = []  # (end, host, page)
+    free = connections
+    while True:
+        while free:
+            best = _best(hosts, now)
+            if best is None:
+                break
+            _, h, page, took = best
+            host = hosts[h]
+            heapq.heappop(host["queue"])
+            host["busy"] = True
+            host["tat"] = max(now, host["tat"]) + host["interval"]
+            heapq.heappush(running, (now + took, h, page))
+            free -= 1
+        if not running:
+            break
+        now, h, page = heapq.heappop(running)
+        if now > horizon:
+            break
+        host = hosts[h]
+        host["busy"] = False
+        free += 1
+        quality, _, links = host["pages"][page]
+        gathered += quality
+        curve.append((now, gathered))
+        for target in links:
+            if target not in host["known"]:
+                host["known"].add(target)
+                heapq.heappush(host["queue"], (-host["pages"][target][0], target))
+    return curve
+
+
+def _best(hosts: list[dict[str, Any]], now: float) -> tuple[float, int, str, float] | None:
+    best = None
+    for h, host in enumerate(hosts):
+        if host["busy"] or not host["queue"]:
+            continue
+        neg_quality, page = host["queue"][0]
+        size = host["pages"][page][1]
+        took = max(0.0, host["tat"] - now)  # held by the rate limit until then
+        took += BASE + (size / host["bandwidth"] if host["bandwidth"] else 0.0)
+        score = -neg_quality / took
+        if best is None or score > best[0]:
+            best = (score, h, page, took)
+    return best

@@ -1,0 +1,221 @@
+"""nginx serving the corpus: one loopback address per site, each with its own politeness.
+
+Every site is a ``server`` of one nginx (Debian's package, started by the benchmark with
+its own configuration under the work folder; no root needed, though nginx started as root
+runs its worker as ``nobody``), listening on ``127.0.1.<i>:PORT``. What a host allows is
+drawn per host from a seeded distribution (:func:`draw_profiles`):
+
+- a request rate, log-uniform in ``RATE_RANGE`` requests per minute, enforced with
+  ``limit_req`` in delay mode (``burst=100``, no ``nodelay``): requests that come faster
+  than the rate are held by the server until their turn, as polite servers (and CDNs in
+  front of them) do, not refused;
+- a keep-alive limit (``keepalive_requests``): 1, 10 or 100 requests per connection;
+- for a third of the hosts, a bandwidth cap (``limit_rate``), log-uniform in
+  ``BANDWIDTH_RANGE`` bytes per second, so large pages take long.
+
+The access log records, per request, when it ended (``$msec``), how long the server spent
+on it (``$request_time``, its rate-limit delay included), the connection and the request's
+number on it, the host's address, the status, the bytes and the URI: the ground truth the
+crawl is judged on (:mod:`realweb.judge`).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import random
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from realweb.corpus import Site
+
+#: Requests per minute a host accepts (the politeness-bound regime; ``rate_scale`` 5 makes
+#: the CPU-bound one).
+RATE_RANGE = (36.0, 600.0)
+KEEPALIVE_CHOICES = (1, 10, 100)
+BANDWIDTH_SHARE = 1 / 3
+BANDWIDTH_RANGE = (200_000.0, 2_000_000.0)
+BURST = 100
+LOG_FORMAT = (
+    "$msec $request_time $connection $connection_requests $server_addr $status "
+    '$body_bytes_sent "$request_uri"'
+)
+
+
+@dataclass(frozen=True)
+class HostProfile:
+    """What one host allows: requests per minute, per connection, bytes per second."""
+
+    address: str
+    rate_per_minute: float
+    keepalive_requests: int
+    bandwidth: float | None  # bytes per second; None: no cap
+
+    def scaled(self, rate_scale: float) -> HostProfile:
+        return HostProfile(
+            self.address,
+            self.rate_per_minute * rate_scale,
+            self.keepalive_requests,
+            self.bandwidth,
+        )
+
+
+def address(i: int) -> str:
+    return f"127.0.1.{i + 1}"
+
+
+def draw_profiles(n_hosts: int, seed: int) -> list[HostProfile]:
+    """Each host's politeness, from the seeded distribution in the module docstring."""
+    rng = random.Random(seed)
+    low, high = (math.log(x) for x in RATE_RANGE)
+    blow, bhigh = (math.log(x) for x in BANDWIDTH_RANGE)
+    profiles = []
+    for i in range(n_hosts):
+        rate = round(math.exp(rng.uniform(low, high)))
+        keepalive = rng.choice(KEEPALIVE_CHOICES)
+        capped = rng.random() < BANDWIDTH_SHARE
+        bandwidth = round(math.exp(rng.uniform(blow, bhigh)), -3) if capped else None
+        profiles.append(HostProfile(address(i), rate, keepalive, bandwidth))
+    return profiles
+
+
+def nginx_config(
+    workdir: Path, port: int, sites: list[Site], profiles: list[HostProfile], log: Path
+) -> str:
+    zones, servers = [], []
+    for i, (site, p) in enumerate(zip(sites, profiles, strict=True)):
+        # nginx takes whole requests per minute; the rate is rounded when drawn.
+        zones.append(
+            f"    limit_req_zone $server_addr zone=h{i}:1m rate={round(p.rate_per_minute)}r/m;"
+        )
+        limit_rate = f"        limit_rate {int(p.bandwidth)};\n" if p.bandwidth else ""
+        servers.append(
+            f"    server {{  # {site.name}\n"
+            f"        listen {p.address}:{port};\n"
+            f"        root {site.root};\n"
+            f"        access_log {log} twolevel;\n"
+            f"        keepalive_requests {p.keepalive_requests};\n"
+            f"        limit_req zone=h{i} burst={BURST};\n"
+            f"{limit_rate}"
+            "    }"
+        )
+    return "\n".join(
+        [
+            "worker_processes 1;",
+            f"pid {workdir}/nginx.pid;",
+            f"error_log {workdir}/error.log warn;",
+            "events { worker_connections 4096; }",
+            "http {",
+            f"    log_format twolevel '{LOG_FORMAT}';",
+            "    access_log off;",
+            "    include /etc/nginx/mime.types;",
+            "    default_type application/octet-stream;",
+            "    sendfile on;",
+            "    keepalive_timeout 65s;",
+            "    disable_symlinks off;",
+            "    absolute_redirect off;",
+            "    server_tokens off;",
+            f"    client_body_temp_path {workdir}/tmp;",
+            f"    proxy_temp_path {workdir}/tmp;",
+            f"    fastcgi_temp_path {workdir}/tmp;",
+            f"    uwsgi_temp_path {workdir}/tmp;",
+            f"    scgi_temp_path {workdir}/tmp;",
+            *zones,
+            *servers,
+            "}",
+            "",
+        ]
+    )
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Nginx:
+    """One nginx for one crawl: a fresh access log and fresh rate-limit state."""
+
+    def __init__(self, workdir: Path, sites: list[Site], profiles: list[HostProfile]) -> None:
+        self.workdir = workdir
+        self.sites = sites
+        self.profiles = profiles
+        self.port = free_port()
+        self.log = workdir / "access.log"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def seeds(self, index_of: dict[str, str]) -> list[str]:
+        return [self.url(i, index_of[s.name]) for i, s in enumerate(self.sites)]
+
+    def url(self, i: int, path: str) -> str:
+        return f"http://{self.profiles[i].address}:{self.port}/{path}"
+
+    def start(self) -> None:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        (self.workdir / "tmp").mkdir(exist_ok=True)
+        self.log.unlink(missing_ok=True)
+        conf = self.workdir / "nginx.conf"
+        conf.write_text(nginx_config(self.workdir, self.port, self.sites, self.profiles, self.log))
+        cmd = ["nginx", "-p", str(self.workdir), "-c", str(conf), "-g", "daemon off;"]
+        self.proc = subprocess.Popen(cmd, stderr=subprocess.PIPE)
+        deadline = time.monotonic() + 10
+        for p in self.profiles:
+            while True:
+                try:
+                    socket.create_connection((p.address, self.port), timeout=1).close()
+                    break
+                except OSError:
+                    if self.proc.poll() is not None or time.monotonic() > deadline:
+                        err = self.proc.stderr.read().decode() if self.proc.stderr else ""
+                        raise RuntimeError(f"nginx did not start: {err}") from None
+                    time.sleep(0.05)  # startup poll: nginx reports readiness no other way
+
+    def cpu_seconds(self) -> float:
+        """CPU time of nginx (master and workers) so far."""
+        import psutil
+
+        if self.proc is None:
+            return 0.0
+        proc = psutil.Process(self.proc.pid)
+        total = 0.0
+        for p in [proc, *proc.children(recursive=True)]:
+            t = p.cpu_times()
+            total += t.user + t.system
+        return total
+
+    def stop(self) -> None:
+        if self.proc is None:
+            return
+        self.proc.send_signal(signal.SIGQUIT)  # graceful: the access log is complete
+        try:
+            self.proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.proc = None
+
+    def __enter__(self) -> Nginx:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+
+def profiles_table(sites: list[Site], profiles: list[HostProfile]) -> list[dict[str, Any]]:
+    return [{"site": s.name, **asdict(p)} for s, p in zip(sites, profiles, strict=True)]
+
+
+def nginx_version() -> str:
+    out = subprocess.run(["nginx", "-v"], capture_output=True, text=True)
+    return (out.stderr or out.stdout).strip().rpartition("/")[2]
+
+
+def available() -> bool:
+    return any(Path(d, "nginx").exists() for d in os.environ.get("PATH", "").split(os.pathsep))
