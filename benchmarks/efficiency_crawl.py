@@ -54,7 +54,7 @@ from crawlsim.webgen import generate_paper_web, web_stats
 from harness.report import Clock, arg_parser, columns, command_line
 from reporting import QUALITY_MODELS, STOCK
 from scrapy_twolevel.testweb.process import ServerProcess
-from scrapy_twolevel.testweb.server import ServerStats
+from scrapy_twolevel.testweb.stats import ServerStats
 from scrapy_twolevel.testweb.web import WebSpec
 
 HERE = Path(__file__).resolve().parent

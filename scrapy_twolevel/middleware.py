@@ -29,6 +29,7 @@ from .components import MIDDLEWARE_ROLE
 from .config import TwoLevelConfig
 from .frontier import PLAIN_LANE
 from .frontier.connections import ConnectionTracker, ReplyFacts
+from .frontier.estimates import ProcessingCost
 from .glue.intake import make_request_host
 from .glue.preflight import check_job_state, resolve_settings, uses_this_scheduler
 from .signals import host_failed, host_measured
@@ -70,12 +71,14 @@ class HostMetricsMiddleware:
         host_of: Callable[[Request], str],
         idle_timeout: float,
         clock: Callable[[], float] = time.monotonic,
+        cpu_clock: Callable[[], float] = time.process_time,
     ) -> None:
         self._signals = signals
         self._stats = stats
         self._host_of = host_of
         self._clock = clock
         self.tracker = ConnectionTracker(idle_timeout)
+        self.processing = ProcessingCost(cpu_clock)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
@@ -109,7 +112,7 @@ class HostMetricsMiddleware:
         request.meta[meta_keys.SENT_AT] = self._clock()
 
     def process_response(self, request: Request, response: Response) -> Response:
-        request.meta.pop(meta_keys.SENT_AT, None)  # used up: copies must not inherit it
+        sent_at = request.meta.pop(meta_keys.SENT_AT, None)  # copies must not inherit it
         host = self._host(request)
         if host is None:
             return response
@@ -127,6 +130,9 @@ class HostMetricsMiddleware:
         )
         now = self._clock()
         obs = self.tracker.observe(host, facts, sent_at=now - latency, replied_at=now)
+        # The whole response's time, its body's transfer included (download_latency stops
+        # at the headers): what a page costs the host's connection.
+        elapsed = now - sent_at if isinstance(sent_at, float) else float(latency)
         self._stats.inc_value("twolevel/metrics/responses")
         if obs.new_connection:
             self._stats.inc_value("twolevel/metrics/new_connections")
@@ -139,6 +145,8 @@ class HostMetricsMiddleware:
                 "served_on_connection": obs.served_on_connection,
                 "closed_by_server": obs.closed_by_server,
                 "remaining_on_connection": obs.remaining_on_connection,
+                "elapsed": max(float(latency), elapsed),
+                "processing": self.processing.response(len(response.body)),
             },
             request=request,
         )

@@ -99,9 +99,11 @@ def test_success_rate_scales_performance_first_and_crawl_capability_scores():
     f2, _, _ = frontier(CrawlCapability())
     for i in range(3):
         f2.push("h", 1.0, i)
-    gathered = 3.0 + 3e-9
+    # Measured crawl-capability, nothing measured but the failure: P = 1, T = 0 + 1 * (the
+    # prior 0.1 + 0.1, no processing) = 0.2; S = 0.8
+    gathered = 1.0 + 1e-9
     assert CrawlCapability().score(f2.host("h").queue, est, PARAMS) == pytest.approx(
-        0.8 * gathered / 0.45
+        0.8 * gathered / 0.2
     )
 
 

@@ -14,6 +14,7 @@ from scrapy_twolevel.frontier import (
     FifoHostQueue,
     HostEstimate,
     PerformanceFirst,
+    ProcessingCost,
     QualityFirst,
     QualityHostQueue,
     TwoLevelFrontier,
@@ -235,14 +236,26 @@ def test_policy_scores_hand_computed():
     q = _queue([5, 3, 1], head_size=2)
     # P = min(2, 3) = 2; T = 0.2 + 2 * 0.1 / 1.2 = 0.366666...
     assert PerformanceFirst().score(q, est, PARAMS) == pytest.approx(2 / 0.3666666667)
-    assert CrawlCapability().score(q, est, PARAMS) == pytest.approx(8 / 0.3666666667)
     assert QualityFirst().score(q, est, PARAMS) == 5
     assert BreadthFirst().score(q, est, PARAMS) == 0
+    # Crawl-capability, measured. Nothing measured yet: P = 1, T = G + P * (W + X) with
+    # G = 0, W = the prior 0.1 + 0.1, X = 0: C = 5 / 0.2.
+    capability = CrawlCapability()
+    assert capability.session_length(3, est) == 1
+    head = _queue([5, 3, 1], head_size=1)
+    assert capability.score(head, est, PARAMS) == pytest.approx(25.0)
+    # Measured: W = 0.05 back to back, 0.3 after idle, so G = 0.25 > W and a session pays:
+    # P = min(2, 3) = 2; X = 0.02; T = 0.25 + 2 * (0.05 + 0.02) = 0.39; C = 8 / 0.39.
+    est.service_time, est.service_samples = 0.05, 1
+    est.idle_service_time, est.idle_samples = 0.3, 1
+    est.processing_time, est.processing_samples = 0.02, 1
+    assert capability.session_length(3, est) == 2
+    assert capability.score(q, est, PARAMS) == pytest.approx(8 / 0.39)
 
 
 def test_crawl_capability_with_zero_qualities_ranks_by_throughput():
     fast, slow = HostEstimate.new(PARAMS), HostEstimate.new(PARAMS)
-    slow.response_time = 1.0
+    slow.service_time, slow.service_samples = 1.0, 1
     q = _queue([0, 0, 0])
     assert CrawlCapability().score(q, fast, PARAMS) > CrawlCapability().score(q, slow, PARAMS)
 
@@ -312,7 +325,8 @@ def test_crawl_capability_prefers_quality_per_second():
     f = TwoLevelFrontier(CrawlCapability(), PARAMS, max_open_hosts=1)
     # "best" has the single best URL but is 100x slower: quality-first would pick it,
     # crawl-capability picks the host that gathers more quality per second.
-    f.set_estimate("slow", replace(HostEstimate.new(PARAMS), response_time=10.0))
+    slow = replace(HostEstimate.new(PARAMS), service_time=10.0, service_samples=1)
+    f.set_estimate("slow", slow)
     f.push("slow", 10, "s")
     for i in range(5):
         f.push("fast", 3, f"f{i}")
@@ -426,3 +440,91 @@ def test_fifo_queue_stays_fifo_across_compactions():
             out.append(q.pop())
     out += [q.pop() for _ in range(len(q))]
     assert out == expected and len(q) == 0
+
+
+# -- measured service times and pace (crawl-capability, politeness) -------------------------
+
+
+def _measured(response_time: float = 0.01) -> HostEstimate:
+    est = HostEstimate.new(PARAMS)
+    est.response_time, est.response_samples = response_time, 1
+    return est
+
+
+def test_a_held_response_is_a_pace_sample_and_pace_shrinks_when_not_held():
+    est = _measured(0.01)
+    held = dict(new_connection=False, served_on_connection=2, closed_by_server=False)
+    # 0.51 s against a usual 0.01: held 0.5 s. Sent 0.1 s after the previous request,
+    # itself not held: the server wants 0.1 + 0.5 - 0 = 0.6 s between request starts.
+    assert est.observe(PARAMS, latency=0.51, gap=0.1, idle=False, **held) == pytest.approx(0.5)
+    assert est.pace == pytest.approx(0.6)
+    # Held 0.4 s, sent 0.52 s after one held 0.5 s: sample 0.52 + 0.4 - 0.5 = 0.42,
+    # pace = 0.8 * 0.6 + 0.2 * 0.42 = 0.564.
+    assert est.observe(PARAMS, latency=0.41, gap=0.52, idle=False, **held) == pytest.approx(0.4)
+    assert est.pace == pytest.approx(0.564)
+    # Not held (0.015 < 2 * usual): no hold, the pace shrinks by PACE_DECAY.
+    assert est.observe(PARAMS, latency=0.015, gap=1.0, idle=False, **held) == 0.0
+    assert est.pace == pytest.approx(0.564 * 0.95)
+    # The holds were left out of the response time.
+    assert est.response_time < 0.02
+
+
+def test_extra_latency_on_a_new_connection_is_set_up_not_a_hold():
+    est = _measured(0.01)
+    new = dict(new_connection=True, served_on_connection=1, closed_by_server=False)
+    assert est.observe(PARAMS, latency=0.5, gap=0.1, **new) == 0.0
+    assert est.pace == 0.0
+
+
+def test_service_times_after_idle_and_back_to_back_give_the_session_gain():
+    est = HostEstimate.new(PARAMS)
+    common = dict(new_connection=False, served_on_connection=1, closed_by_server=False)
+    assert est.service(PARAMS) == pytest.approx(0.2)  # the prior: 0.1 + 0.1
+    est.observe(PARAMS, latency=0.1, elapsed=0.4, idle=True, **common)
+    assert (est.service(PARAMS), est.session_gain()) == (pytest.approx(0.4), 0.0)
+    est.observe(PARAMS, latency=0.05, elapsed=0.1, idle=False, processing=0.03, **common)
+    assert est.service(PARAMS) == pytest.approx(0.1)
+    assert est.session_gain() == pytest.approx(0.3)  # 0.4 after idle - 0.1 back to back
+    assert est.processing_time == pytest.approx(0.03)
+    again = HostEstimate.from_dict(est.to_dict())
+    assert (again.service_time, again.idle_service_time, again.processing_time) == (
+        pytest.approx(0.1),
+        pytest.approx(0.4),
+        pytest.approx(0.03),
+    )
+
+
+def test_processing_cost_is_cpu_per_byte_over_windows():
+    cpu = FakeClock()
+    cost = ProcessingCost(cpu, window=2)
+    assert cost.response(1000) == 0.0  # no window complete yet
+    cpu.now = 0.03  # 30 ms of CPU for the two responses' 3000 bytes: 10 µs per byte
+    assert cost.response(2000) == pytest.approx(0.02)
+    assert cost.per_byte == pytest.approx(1e-5)
+    assert cost.response(500) == pytest.approx(0.005)
+
+
+def test_a_paced_host_waits_while_others_are_ready_and_is_sent_early_when_none_is():
+    clock = FakeClock()
+    f = TwoLevelFrontier(BreadthFirst(), PARAMS, max_open_hosts=2, clock=clock)
+    for i in range(3):
+        f.push("a", 0, f"a{i}")
+    f.push("b", 0, "b0")
+    obs = dict(new_connection=False, served_on_connection=2, closed_by_server=False)
+    assert f.pop() == ("a", "a0")
+    f.observe("a", latency=0.01, **{**obs, "new_connection": True})
+    f.done("a")
+    clock.now = 0.1
+    assert f.pop() == ("a", "a1")
+    clock.now = 0.61
+    # a0's 0.01 s on a new connection was split in the defaults' ratio: response time
+    # 0.005. a1 took 0.51: held 0.505 s, sent 0.1 s after a0: pace 0.1 + 0.505 = 0.605.
+    f.observe("a", latency=0.51, **obs)
+    f.done("a")  # the session ends: the server would hold a's next request until then
+    assert f.next_retry_at() == pytest.approx(0.1 + 0.505 + 0.605)
+    assert f.pop() == ("b", "b0")  # b is ready: a waits
+    f.done("b")
+    clock.now = 0.7
+    # Nothing is ready and a connection is free: a's request is sent now, to be held.
+    assert f.pop() == ("a", "a2")
+    assert f.pop() is None

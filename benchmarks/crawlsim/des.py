@@ -360,6 +360,9 @@ class _Crawl:
         while events:
             t, _, page, conn, started, new, concurrent = heapq.heappop(events)
             self.now = t
+            if page < 0:  # a wake-up: a paced or backed-off host may be opened now
+                self.woken()
+                continue
             host = self.web.host_of[page]
             facts = self.net.reply(host, conn, t)
             self.fetches.append(Fetch(page, host, started, t, new, concurrent))
@@ -375,6 +378,13 @@ class _Crawl:
 
     def finished(self, page: int, host: int, started: float, facts: ReplyFacts) -> None:
         raise NotImplementedError
+
+    def woken(self) -> None:
+        """A wake-up set by :meth:`wake_at` is due (the scheduler's wake timer)."""
+
+    def wake_at(self, t: float) -> None:
+        self._seq += 1
+        heapq.heappush(self._events, (t, self._seq, -1, None, t, False, 0))  # type: ignore[arg-type]
 
     def result(self, variant: str, connections: int, sessions: int = 0) -> CrawlRun:
         return CrawlRun(
@@ -421,6 +431,7 @@ class _TwoLevelCrawl(_Crawl):
         self.tracker = ConnectionTracker(tracker_idle_timeout)
         self._host_index = {key: i for i, key in enumerate(self.web.keys)}
         self._ended: list[int] = []
+        self._wake: float | None = None
         self.sessions = 0
 
     def _session_ended(self, record: SessionRecord) -> None:
@@ -444,6 +455,14 @@ class _TwoLevelCrawl(_Crawl):
         frontier = self.frontier
         while (popped := frontier.pop()) is not None:
             self.start(popped[1])
+        retry_at = frontier.next_retry_at()
+        if len(frontier) and retry_at is not None and retry_at != self._wake:
+            self._wake = retry_at
+            self.wake_at(max(retry_at, self.now))
+
+    def woken(self) -> None:
+        self._wake = None
+        self._fill()
 
     def finished(self, page: int, host: int, started: float, facts: ReplyFacts) -> None:
         key = self.web.keys[host]

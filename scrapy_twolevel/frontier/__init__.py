@@ -1,6 +1,6 @@
 """The Scrapy-free core: host ranking, per-host queues, policies and estimates."""
 
-from .estimates import CostParams, HostEstimate, ewma
+from .estimates import CostParams, HostEstimate, ProcessingCost, ewma
 from .frontier import (
     PLAIN_LANE,
     Frontier,
@@ -32,6 +32,7 @@ __all__ = [
     "HostQueue",
     "PerformanceFirst",
     "Policy",
+    "ProcessingCost",
     "QualityFirst",
     "QualityHostQueue",
     "SessionRecord",

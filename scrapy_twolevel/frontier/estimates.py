@@ -11,7 +11,23 @@ Pure module: no Scrapy, no I/O.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, fields
+
+#: A response later than ``DELAY_FACTOR`` times the host's usual latency, and by at least
+#: ``DELAY_MIN`` seconds, was held by the server: a rate limit (nginx ``limit_req`` in delay
+#: mode, a CDN's) or a queue in front of it. The smallest rate limit that matters to one
+#: request at a time holds requests 0.1 s (600 per minute); crawler CPU and loopback noise
+#: stay well under 50 ms.
+DELAY_MIN = 0.05
+DELAY_FACTOR = 2.0
+#: Each response not held shrinks a host's pace by this factor: a pace learnt too long (or
+#: a limit the server lifted) comes back down, and the first held response corrects it.
+PACE_DECAY = 0.95
+#: A request sent this many seconds after the host's previous response is "after idle": it
+#: may need a new connection (the server closed the idle one), so it measures what a
+#: session of back-to-back requests saves.
+IDLE_GAP = 1.0
 
 
 def ewma(previous: float, measured: float, alpha: float) -> float:
@@ -61,6 +77,23 @@ class HostEstimate:
     #: Share of requests that got a response (smoothed); scores are scaled by it.
     success_rate: float = 1.0
     outcome_samples: int = 0
+    #: Seconds from sending a request to its whole response, for requests sent right after
+    #: the host's previous response (the server's hold excluded): the host's time per page.
+    service_time: float = 0.0
+    service_samples: int = 0
+    #: The same for requests sent after the host was idle (``IDLE_GAP``).
+    idle_service_time: float = 0.0
+    idle_samples: int = 0
+    #: Seconds the server wants between the starts of two requests (its rate limit, learnt
+    #: from the responses it held); 0: no limit seen.
+    pace: float = 0.0
+    pace_samples: int = 0
+    #: Crawler CPU seconds a page of this host costs (parsing it, its callback, queueing
+    #: its links): what it takes of the crawler, where the crawler is the bottleneck.
+    processing_time: float = 0.0
+    processing_samples: int = 0
+    #: How long the server held the last response (not saved).
+    last_delay: float = 0.0
 
     @classmethod
     def new(cls, params: CostParams) -> HostEstimate:
@@ -79,16 +112,45 @@ class HostEstimate:
         served_on_connection: int,
         closed_by_server: bool,
         remaining_on_connection: int | None = None,
-    ) -> None:
-        """Fold one response into the estimates.
+        elapsed: float | None = None,
+        gap: float | None = None,
+        idle: bool = True,
+        processing: float | None = None,
+    ) -> float:
+        """Fold one response into the estimates; return how long the server held it.
 
         ``latency`` is the time from sending the request to the reply's headers. On a reused
         connection it is the response time; on a new one it also holds the set-up, taken as
         ``latency - response_time`` (never below zero). If the host's response time was
         never measured, that first latency is split in the ratio of the two defaults.
+
+        ``elapsed`` is the time to the whole response (the body's transfer too; default:
+        ``latency``), ``gap`` the time since the host's previous request was sent (``None``:
+        none was), ``idle`` whether the host was idle before this request (``IDLE_GAP``). A
+        response held by the server (see :data:`DELAY_MIN`) is a pace sample; the hold is
+        left out of every time measured. ``processing``: the crawler CPU seconds the
+        response is expected to cost (:class:`ProcessingCost`).
         """
         alpha = params.alpha
         latency = max(0.0, latency)
+        # On a new connection the extra time is its set-up (below), not a hold.
+        delay = 0.0 if new_connection else self._held(latency)
+        latency -= delay
+        self._pace(delay, gap, alpha)
+        served = max(0.0, (latency + delay if elapsed is None else elapsed) - delay)
+        if idle:
+            self.idle_service_time = _update(
+                self.idle_service_time, served, alpha, self.idle_samples
+            )
+            self.idle_samples += 1
+        else:
+            self.service_time = _update(self.service_time, served, alpha, self.service_samples)
+            self.service_samples += 1
+        if processing is not None:
+            self.processing_time = _update(
+                self.processing_time, processing, alpha, self.processing_samples
+            )
+            self.processing_samples += 1
         if new_connection:
             if self.response_samples == 0:
                 share = params.default_connection_time / (
@@ -123,6 +185,44 @@ class HostEstimate:
             self.keepalive = True
         self._outcome(1.0, alpha)
         self.samples += 1
+        return delay
+
+    def _held(self, latency: float) -> float:
+        """Seconds the server held a response of ``latency`` (see :data:`DELAY_MIN`)."""
+        if not self.response_samples:
+            return 0.0
+        usual = self.response_time
+        if latency <= DELAY_FACTOR * usual or latency - usual < DELAY_MIN:
+            return 0.0
+        return latency - usual
+
+    def _pace(self, delay: float, gap: float | None, alpha: float) -> None:
+        """A held response: the server's spacing between request starts (the gap between
+        this request and the last, plus how much longer this one was held); one not held:
+        the pace shrinks (``PACE_DECAY``)."""
+        if gap is not None and delay > 0.0:
+            sample = max(0.0, gap + delay - self.last_delay)
+            self.pace = _update(self.pace, sample, alpha, self.pace_samples)
+            self.pace_samples += 1
+        elif delay == 0.0:
+            self.pace *= PACE_DECAY
+        self.last_delay = delay
+
+    def service(self, params: CostParams) -> float:
+        """Seconds of host time per page: measured back to back, else after idle, else the
+        prior (``default_connection_time + default_response_time``)."""
+        if self.service_samples:
+            return self.service_time
+        if self.idle_samples:
+            return self.idle_service_time
+        return params.default_connection_time + params.default_response_time
+
+    def session_gain(self) -> float:
+        """Seconds a request after idle costs more than one back to back: what a session
+        of back-to-back requests saves per request (0 until both were measured)."""
+        if not (self.service_samples and self.idle_samples):
+            return 0.0
+        return max(0.0, self.idle_service_time - self.service_time)
 
     def observe_failure(self, params: CostParams, *, elapsed: float, timeout: bool) -> None:
         """Fold a failed request into the estimates: a failure is evidence too.
@@ -184,6 +284,14 @@ class HostEstimate:
             "connection_count_samples": self.connection_count_samples,
             "success_rate": self.success_rate,
             "outcome_samples": self.outcome_samples,
+            "service_time": self.service_time,
+            "service_samples": self.service_samples,
+            "idle_service_time": self.idle_service_time,
+            "idle_samples": self.idle_samples,
+            "pace": self.pace,
+            "pace_samples": self.pace_samples,
+            "processing_time": self.processing_time,
+            "processing_samples": self.processing_samples,
         }
 
     @classmethod
@@ -202,15 +310,79 @@ class HostEstimate:
                 # Absent from files written before failures were measured.
                 success_rate=float(data.get("success_rate", 1.0)),  # type: ignore[arg-type]
                 outcome_samples=int(data.get("outcome_samples", 0)),  # type: ignore[call-overload]
+                # Absent from files written before service times and pace were measured.
+                **{
+                    name: kind(data.get(name, 0))  # type: ignore[call-overload]
+                    for name, kind in _MEASURED_FIELDS.items()
+                },
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"not a host estimate: {data!r}") from exc
-        values = (est.connection_time, est.response_time, est.requests_per_connection)
+        values = (
+            est.connection_time,
+            est.response_time,
+            est.requests_per_connection,
+            est.service_time,
+            est.idle_service_time,
+            est.pace,
+            est.processing_time,
+        )
         if not all(math.isfinite(v) and v >= 0 for v in values) or not (
             0.0 <= est.success_rate <= 1.0
         ):
             raise ValueError(f"host estimate out of range: {data!r}")
         return est
+
+
+class ProcessingCost:
+    """The crawler's own CPU seconds per response byte, measured over the whole crawl.
+
+    Parsing a page, running its callback and queueing the links it yields cost the crawler
+    roughly in proportion to the page's size. Every ``window`` responses, the CPU time the
+    process used since the last window over the bytes it received in between is one sample
+    (smoothed with ``alpha``); :meth:`response` turns a response's size into its expected
+    cost. 0 until the first window is complete.
+    """
+
+    def __init__(
+        self,
+        cpu_clock: Callable[[], float],
+        *,
+        window: int = 16,
+        alpha: float = 0.8,
+    ) -> None:
+        self._cpu = cpu_clock
+        self._window = window
+        self._alpha = alpha
+        self._mark = cpu_clock()
+        self._bytes = 0
+        self._responses = 0
+        self.per_byte = 0.0
+        self.samples = 0
+
+    def response(self, size: int) -> float:
+        """Count a response of ``size`` bytes; its expected CPU cost in seconds."""
+        self._bytes += size
+        self._responses += 1
+        if self._responses >= self._window and self._bytes:
+            now = self._cpu()
+            sample = max(0.0, now - self._mark) / self._bytes
+            self.per_byte = _update(self.per_byte, sample, self._alpha, self.samples)
+            self.samples += 1
+            self._mark, self._bytes, self._responses = now, 0, 0
+        return self.per_byte * size
+
+
+_MEASURED_FIELDS: dict[str, type] = {
+    "processing_time": float,
+    "processing_samples": int,
+    "service_time": float,
+    "service_samples": int,
+    "idle_service_time": float,
+    "idle_samples": int,
+    "pace": float,
+    "pace_samples": int,
+}
 
 
 class SharedPrior(HostEstimate):

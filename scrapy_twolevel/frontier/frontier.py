@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from .estimates import CostParams, HostEstimate, SharedPrior
+from .estimates import IDLE_GAP, CostParams, HostEstimate, SharedPrior
 from .failures import FailurePolicy
 from .policies import Policy
 from .queues import FifoHostQueue, HostQueue, QualityHostQueue
@@ -105,11 +105,16 @@ class Host:
         "failures",
         "given_up",
         "key",
+        "last_end",
         "open",
+        "paced_until",
+        "previous_sent_at",
         "queue",
         "rank_key",
         "rank_token",
+        "ready_at",
         "retry_at",
+        "sent_at",
         "session_budget",
         "session_failed",
         "session_failures",
@@ -138,6 +143,11 @@ class Host:
         self.session_failures = 0  # failed requests in the current (or last) session
         self.session_ok = False  # a request of that session got a response
         self.session_failed = False  # that session ended (or was marked) failed
+        self.sent_at: float | None = None  # when its last request was handed out
+        self.previous_sent_at: float | None = None  # and the one before
+        self.last_end: float | None = None  # when its last response arrived
+        self.ready_at = 0.0  # its pace: the server holds a request sent before this time
+        self.paced_until = 0.0  # > 0 while waiting out its pace: not ranked before this time
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,6 +229,7 @@ class TwoLevelFrontier:
         # per push). A dict, used as an ordered set, keeps first-come order for ties.
         self._dirty: dict[str, Host] = {}
         self._backoff: list[tuple[float, int, str]] = []  # backed-off hosts by retry time
+        self._paced: list[tuple[float, int, str]] = []  # hosts waiting out their pace
         #: Finished sessions and the requests they served (for stats).
         self.sessions_ended = 0
         self.session_requests = 0
@@ -236,7 +247,7 @@ class TwoLevelFrontier:
         # One estimate shared by every host never measured (copied on its first
         # observation): ~100 bytes per host saved in a frontier of many small hosts.
         self._prior = SharedPrior(params)
-        self._prior_head_size = self._prior.batch_size(1 << 30)
+        self._prior_head_size = policy.session_length(1 << 30, self._prior)
 
     # -- queueing ---------------------------------------------------------------
 
@@ -259,6 +270,7 @@ class TwoLevelFrontier:
             host.queue.push(quality if self._by_quality else 0.0, self._sequence.next(), item)
             and not host.open
             and not host.retry_at
+            and not host.paced_until
         ):
             # Scores depend on the host's next session (its first P URLs) and estimates
             # only, so a URL queued behind that session leaves the score as it was.
@@ -275,23 +287,28 @@ class TwoLevelFrontier:
             return PLAIN_LANE, self._plain.pop()
         if self._backoff:
             self._release_backed_off()
+        if self._paced:
+            self._release_paced()
         if self._ready:
             host = self._ready.popleft()
-        elif self._open < self._max_open and (self._ranked or self._dirty):
+        elif self._open < self._max_open:
             if self._dirty:
                 for dirty in self._dirty.values():
                     self._rank(dirty)
                 self._dirty.clear()
-            if not self._ranked:
-                return None
-            opened = self._open_best()
+            opened = self._open_best() if self._ranked else None
             if opened is None:
-                return None
+                # No host is ready: rather than leave a connection idle, send the request
+                # the server will take soonest (it holds it until the host's pace has passed).
+                opened = self._open_earliest_paced()
+                if opened is None:
+                    return None
             host = opened
         else:
             return None
         host.busy = True
         host.session_served += 1
+        host.previous_sent_at, host.sent_at = host.sent_at, self._clock()
         self._pending -= 1
         return host.key, host.queue.pop()
 
@@ -305,7 +322,11 @@ class TwoLevelFrontier:
         if host is None or not host.busy:
             return
         host.busy = False
-        over = host.session_served >= host.session_budget or not len(host.queue)
+        over = (
+            host.session_served >= host.session_budget
+            or not len(host.queue)
+            or host.ready_at > self._clock()  # paced: the server would hold the next one
+        )
         if host.failures >= self.failure_policy.session_failures or (
             over and self._all_failed(host)
         ):
@@ -320,8 +341,9 @@ class TwoLevelFrontier:
         return self._clock()
 
     def next_retry_at(self) -> float | None:
-        """Clock time at which the earliest backed-off host may be opened again, if any."""
-        return self._backoff[0][0] if self._backoff else None
+        """Clock time at which the earliest backed-off (or paced) host may be opened again."""
+        times = [heap[0][0] for heap in (self._backoff, self._paced) if heap]
+        return min(times) if times else None
 
     # -- host estimates ---------------------------------------------------------
 
@@ -346,7 +368,15 @@ class TwoLevelFrontier:
         host = self.host(host_key)
         if host.estimate is self._prior:
             host.estimate = HostEstimate.new(self.params)
-        host.estimate.observe(self.params, **observation)
+        now = self._clock()
+        sent = now if host.sent_at is None else host.sent_at
+        gap = None if host.previous_sent_at is None else sent - host.previous_sent_at
+        idle = host.last_end is None or sent - host.last_end >= IDLE_GAP
+        delay = host.estimate.observe(self.params, gap=gap, idle=idle, **observation)
+        # The server's rate limit, if it has one: its next request waits until the pace has
+        # passed since this one's service began (sent, then held for ``delay``).
+        host.ready_at = sent + delay + host.estimate.pace if host.estimate.pace else 0.0
+        host.last_end = now
         host.failures = 0
         host.failed_sessions = 0
         host.session_ok = True
@@ -397,8 +427,8 @@ class TwoLevelFrontier:
 
     def estimates_changed(self, host: Host) -> None:
         """Re-size the host's session head and re-rank it after its estimate changed."""
-        host.queue.set_head_size(host.estimate.batch_size(1 << 30))
-        if not host.open and not host.retry_at:
+        host.queue.set_head_size(self.policy.session_length(1 << 30, host.estimate))
+        if not host.open and not host.retry_at and not host.paced_until:
             self._dirty[host.key] = host
 
     # -- introspection ----------------------------------------------------------
@@ -429,8 +459,8 @@ class TwoLevelFrontier:
     # -- internals --------------------------------------------------------------
 
     def _rank(self, host: Host) -> None:
-        if host.retry_at or host.given_up:
-            return  # ranked again when its back-off ends; never once given up
+        if host.retry_at or host.given_up or host.paced_until:
+            return  # ranked again when its back-off or pace ends; never once given up
         if not len(host.queue):
             if host.rank_token >= 0:
                 host.rank_token = -1
@@ -469,17 +499,44 @@ class TwoLevelFrontier:
             break
         for entry in locked:
             heapq.heappush(ranking, entry)
-        if lock is not None:
-            lock.acquire(host.key, self._lock_owner)
         host.rank_token = -1
         self._ranked -= 1
+        return self._open_host(host)
+
+    def _open_earliest_paced(self) -> Host | None:
+        """Open the paced host whose pace ends first (see :meth:`pop`)."""
+        paced = self._paced
+        lock = self._lock
+        skipped: list[tuple[float, int, str]] = []
+        opened = None
+        while paced:
+            entry = heapq.heappop(paced)
+            host = self._hosts[entry[2]]
+            if host.paced_until != entry[0]:
+                continue  # stale
+            if host.retry_at or host.given_up or not len(host.queue):
+                host.paced_until = 0.0  # backed off since, or nothing left to send
+                continue
+            if lock is not None and lock.locked(host.key, self._lock_owner):
+                skipped.append(entry)
+                continue
+            host.paced_until = 0.0
+            opened = self._open_host(host)
+            break
+        for entry in skipped:
+            heapq.heappush(paced, entry)
+        return opened
+
+    def _open_host(self, host: Host) -> Host:
+        if self._lock is not None:
+            self._lock.acquire(host.key, self._lock_owner)
         host.open = True
         host.sessions += 1
         host.session_served = 0
         host.session_failures = 0
         host.session_ok = False
         host.session_failed = False
-        host.session_budget = host.estimate.batch_size(len(host.queue))
+        host.session_budget = self.policy.session_length(len(host.queue), host.estimate)
         if host.failed_sessions:
             # Back from a back-off: one request (a probe) tells whether the host answers again.
             host.session_budget = 1
@@ -507,6 +564,10 @@ class TwoLevelFrontier:
             )
         if failed:
             self._session_failed(host)
+        elif host.ready_at > self._clock() and len(host.queue):
+            # Paced: ranked again when the server will take its next request at once.
+            host.paced_until = host.ready_at
+            heapq.heappush(self._paced, (host.paced_until, self._sequence.next(), host.key))
         self._rank(host)
 
     @staticmethod
@@ -560,6 +621,16 @@ class TwoLevelFrontier:
             host = self._hosts[key]
             if host.retry_at == retry_at:
                 host.retry_at = 0.0
+                self._dirty[key] = host
+
+    def _release_paced(self) -> None:
+        now = self._clock()
+        paced = self._paced
+        while paced and paced[0][0] <= now:
+            until, _, key = heapq.heappop(paced)
+            host = self._hosts[key]
+            if host.paced_until == until:
+                host.paced_until = 0.0
                 self._dirty[key] = host
 
     def _compact(self) -> None:

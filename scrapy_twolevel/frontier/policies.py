@@ -37,6 +37,11 @@ class Policy:
         """Return how good opening this host now would be; higher is better."""
         raise NotImplementedError
 
+    def session_length(self, queued: int, estimate: HostEstimate) -> int:
+        """``P(s,i)``: requests a session serves before the host's place is offered again
+        (the paper's ``min(RequestsPerConnection, TaskURLs)``)."""
+        return estimate.batch_size(queued)
+
 
 class BreadthFirst(Policy):
     """Hosts first in, first out; URLs first in, first out. The baseline."""
@@ -72,11 +77,26 @@ class QualityFirst(Policy):
 
 
 class CrawlCapability(Policy):
-    """``C(s,i) = S(s,i) * (sum of the qualities of the next P(s,i) URLs) / T(s,i)``.
+    """``C(s,i) = S(s,i) * (sum of the qualities of the next P(s,i) URLs) / T(s,i)``, measured.
 
-    Expected quality gathered per second of one persistent connection. Negative qualities
-    count as 0; each URL adds :data:`CAPABILITY_EPSILON` so all-zero hosts rank by P/T.
-    ``S`` is the host's smoothed success rate, 1 until a request fails.
+    Expected quality gathered per second of host time, with both terms learnt from what
+    the host did, not from a connection model:
+
+    - ``T(s,i) = G(s,i) + P(s,i) * (W(s,i) + X(s,i))``: ``W`` is the host's service time,
+      the seconds from sending a request to its whole response (the body's transfer and
+      the server's queue included, a rate limit's hold not: that is the host's pace, which
+      the frontier waits out); ``X`` is the crawler's own CPU time per page of the host
+      (its pages' size times the crawler's measured CPU per byte: a host of heavy pages
+      costs the crawler more where the crawler is the bottleneck); ``G`` is what a request
+      after idle costs more (a new connection, a cold cache): the saving a session of
+      back-to-back requests buys.
+    - ``P(s,i) = 1`` unless ``G > W``: Scrapy's connection pool keeps a host's connection
+      between sessions, so a long non-preemptive session saves little and holds a place
+      that a better host may want; it is worth it only where the measured saving is larger
+      than a page's own time. Then ``P = min(RequestsPerConnection, TaskURLs)``.
+
+    Negative qualities count as 0; each URL adds :data:`CAPABILITY_EPSILON` so all-zero
+    hosts rank by P/T. ``S`` is the host's smoothed success rate, 1 until a request fails.
     """
 
     name = "crawl-capability"
@@ -84,9 +104,19 @@ class CrawlCapability(Policy):
     needs_host_metrics = True
 
     def score(self, queue: HostQueue, estimate: HostEstimate, params: CostParams) -> float:
-        batch = estimate.batch_size(len(queue))
+        batch = self.session_length(len(queue), estimate)
         gathered = queue.head_sum() + CAPABILITY_EPSILON * batch
-        return estimate.success_rate * gathered / estimate.session_time(batch, params)
+        took = estimate.session_gain() + batch * (
+            estimate.service(params) + estimate.processing_time
+        )
+        return estimate.success_rate * gathered / took
+
+    def session_length(self, queued: int, estimate: HostEstimate) -> int:
+        if queued <= 0:
+            return 0
+        if estimate.session_gain() > estimate.service_time:
+            return estimate.batch_size(queued)
+        return 1
 
 
 BUILTIN_POLICIES: dict[str, type[Policy]] = {

@@ -18,11 +18,11 @@ from . import web
 from .web import *  # noqa: F403  (its __all__: the pure part, no Scrapy, no Twisted)
 
 _LAZY = {
-    "HostStats": "server",
-    "ResponseEvent": "server",
-    "ServerStats": "server",
+    "HostStats": "stats",
+    "ResponseEvent": "stats",
+    "ServerStats": "stats",
     "TestWebServer": "server",
-    "fetch_remote_stats": "server",
+    "fetch_remote_stats": "stats",
     "render_page": "server",
     "HOSTS_MAP_SETTING": "resolver",
     "TestWebResolver": "resolver",
