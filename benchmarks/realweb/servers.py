@@ -34,7 +34,7 @@ from typing import Any
 
 from realweb.corpus import Site
 
-#: Requests per minute a host accepts (the politeness-bound regime; ``rate_scale`` 5 makes
+#: Requests per minute a host accepts (the politeness-bound regime; ``rate_scale`` 20 makes
 #: the CPU-bound one).
 RATE_RANGE = (36.0, 600.0)
 KEEPALIVE_CHOICES = (1, 10, 100)

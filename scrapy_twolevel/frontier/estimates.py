@@ -28,6 +28,11 @@ PACE_DECAY = 0.95
 #: may need a new connection (the server closed the idle one), so it measures what a
 #: session of back-to-back requests saves.
 IDLE_GAP = 1.0
+#: A paced host is ranked again this many seconds before its pace has passed: between the
+#: frontier's decision and the request reaching the server there is the crawler's own
+#: delay (0.13 s on average, 0.35 s at the 90th percentile, measured at nginx for Scrapy's
+#: scheduler on the real-server benchmark), and a request a little early is only held.
+PACE_LEAD = 0.25
 
 
 def ewma(previous: float, measured: float, alpha: float) -> float:

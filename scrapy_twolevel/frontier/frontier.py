@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from .estimates import IDLE_GAP, CostParams, HostEstimate, SharedPrior
+from .estimates import IDLE_GAP, PACE_LEAD, CostParams, HostEstimate, SharedPrior
 from .failures import FailurePolicy
 from .policies import Policy
 from .queues import FifoHostQueue, HostQueue, QualityHostQueue
@@ -325,7 +325,8 @@ class TwoLevelFrontier:
         over = (
             host.session_served >= host.session_budget
             or not len(host.queue)
-            or host.ready_at > self._clock()  # paced: the server would hold the next one
+            # paced: the server would hold the next one (see _end_session)
+            or host.ready_at - PACE_LEAD > self._clock()
         )
         if host.failures >= self.failure_policy.session_failures or (
             over and self._all_failed(host)
@@ -564,9 +565,10 @@ class TwoLevelFrontier:
             )
         if failed:
             self._session_failed(host)
-        elif host.ready_at > self._clock() and len(host.queue):
-            # Paced: ranked again when the server will take its next request at once.
-            host.paced_until = host.ready_at
+        elif host.ready_at - PACE_LEAD > self._clock() and len(host.queue):
+            # Paced: ranked again just before the server will take its next request at
+            # once (PACE_LEAD: the crawler's own delay between a decision and the send).
+            host.paced_until = host.ready_at - PACE_LEAD
             heapq.heappush(self._paced, (host.paced_until, self._sequence.next(), host.key))
         self._rank(host)
 
