@@ -197,6 +197,7 @@ class TwoLevelScheduler(BaseScheduler):
         self.spider = self.reporter.spider = spider
         if self._topic_specs is not None:
             self.topics = TopicTracker(TopicSelector(self._topic_specs), self.stats)
+            self.intake.topics = self.topics
         backend: Backend | None = None
         try:
             self.backend = backend = self._make_backend(spider)
@@ -351,14 +352,8 @@ class TwoLevelScheduler(BaseScheduler):
         return len(self.frontier) if self.frontier is not None else 0
 
     def enqueue_request(self, request: Request) -> bool:
-        # Everything that can fail comes before the dupefilter: once it has recorded the
-        # request as seen, losing the request would lose its URL for good.
-        intake = self.intake
-        host = intake.lane(request)
-        quality = intake.quality(request)
-        lane = host if self.topics is None else self.topics.lane(request, host)
         assert self.backend is not None
-        if not self.backend.enqueue(request, host, lane, quality):
+        if not self.backend.enqueue(request):
             return False
         self._inc_stat("scheduler/enqueued")
         return True

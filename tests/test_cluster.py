@@ -83,9 +83,7 @@ class Parts:
         self.wakes += 1
 
     def enqueue(self, url: str, **kwargs) -> bool:
-        request = Request(url, **kwargs)
-        host = self.intake.lane(request)
-        return self.cluster.enqueue(request, host, host, self.intake.quality(request))
+        return self.cluster.enqueue(Request(url, **kwargs))
 
     def hand_out(self) -> Request:
         lane, item = self.frontier.pop()

@@ -44,7 +44,7 @@ class Backend(Protocol):
     def start(self) -> Any:
         """The scheduler is open: open the dupefilter (its result is ``open``'s)."""
 
-    def enqueue(self, request: Request, host: str, lane: str, quality: float) -> bool:
+    def enqueue(self, request: Request) -> bool:
         """Admit a new request (the dupefilter, then the queue); whether it was queued."""
 
     def dropped(self, item: Any) -> None:

@@ -251,9 +251,10 @@ class Cluster:
 
     # -- the scheduler's calls ---------------------------------------------------------------
 
-    def enqueue(self, request: Request, host: str, lane: str, quality: float) -> bool:
-        """Queue ``request`` here if its bucket is held, else route it to its owner
-        (``lane`` is ``host``: topics are not supported here)."""
+    def enqueue(self, request: Request) -> bool:
+        """Queue ``request`` here if its bucket is held, else route it to its owner (the
+        lane is the host: topics are not supported here)."""
+        host = self._intake.lane(request)
         bucket = bucket_of(host, self.config.buckets)
         if bucket not in self._held:
             data = self._encode(request)
@@ -261,6 +262,7 @@ class Cluster:
                 return False
             self._staged.routes.append((bucket, host, data))
             return True
+        quality = self._intake.quality(request)
         return self._admit(request, host, quality, bucket, self._encode(request))
 
     def _admit(

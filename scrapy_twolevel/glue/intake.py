@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 
     from ..frontier import Frontier
     from .reporting import Reporter
+    from .topic_tracker import TopicTracker
 
 #: Distinct integer priorities whose float quality is kept and shared (RAM: one float per
 #: value instead of one per pending request).
@@ -136,10 +137,12 @@ def make_quality(spec: str) -> Callable[[Request], float]:
 class Intake:
     """Places requests in the frontier: lane, quality, queue, each with a fallback.
 
-    Nothing a request goes through may lose it once the dupefilter has seen it: its lane
-    and quality are worked out before the dupefilter is asked (:meth:`lane`,
-    :meth:`quality`), and every step after that has a fallback (quality 0, the plain
-    lane, a memory queue) instead of an exception.
+    Nothing a request goes through may lose it once the dupefilter has seen it, so every
+    step after the dupefilter has a fallback instead of an exception: the plain lane for a
+    host that cannot be worked out (:meth:`lane`), quality 0 (:meth:`quality`), a memory
+    queue when the disk store fails (:meth:`push`). That lets the dupefilter go first,
+    which saves a crawl of documentation pages (95% of links already seen) most of the
+    work.
     """
 
     def __init__(
@@ -153,6 +156,14 @@ class Intake:
         self.quality_of = quality_of
         self._reporter = reporter
         self.frontier: Frontier | None = None
+        #: With topics, a request's lane is its host's lane in its topic.
+        self.topics: TopicTracker | None = None
+
+    def place(self, request: Request) -> tuple[str, str, float]:
+        """``(host, lane, quality)`` of a request about to be queued; never raises."""
+        host = self.lane(request)
+        lane = host if self.topics is None else self.topics.lane(request, host)
+        return host, lane, self.quality(request)
 
     def lane(self, request: Request) -> str:
         """``request``'s host key, :data:`PLAIN_LANE` when it cannot be worked out."""

@@ -79,10 +79,12 @@ class MemoryBackend:
     def start(self) -> Any:
         return self.df.open()
 
-    def enqueue(self, request: Request, host: str, lane: str, quality: float) -> bool:
+    def enqueue(self, request: Request) -> bool:
         if not request.dont_filter and self.df.request_seen(request):
             self.df.log(request, self.reporter.spider)
             return False
+        # After the dupefilter (most links are duplicates): nothing here can fail.
+        host, lane, quality = self.intake.place(request)
         if self.seeds is not None:
             self.seeds.accepting(request)
         if host == PLAIN_LANE:

@@ -47,7 +47,7 @@ class TopicTracker:
         topic = peek_meta(request).get(meta_keys.TOPIC)
         if topic is None:
             topic = DEFAULT_TOPIC
-        elif topic not in self.selector.state:
+        elif not self._declared(topic):
             self.stats.inc_value("twolevel/topic_unknown")
             if not self._warned:
                 self._warned = True
@@ -63,7 +63,13 @@ class TopicTracker:
     def topic_of(self, request: Request) -> str:
         """The topic whose lane ``request`` took (see :meth:`lane`)."""
         topic = peek_meta(request).get(meta_keys.TOPIC)
-        return topic if topic in self.selector.state else DEFAULT_TOPIC
+        return topic if self._declared(topic) else DEFAULT_TOPIC
+
+    def _declared(self, topic: Any) -> bool:
+        try:
+            return topic in self.selector.state
+        except TypeError:  # unhashable: a list, a dict
+            return False
 
     def page_relevant(self, request: Request) -> None:
         """Count ``request``'s page as relevant to its topic, once."""
