@@ -1,14 +1,8 @@
 """The Scrapy-free core: host ranking, per-host queues, policies and estimates."""
 
 from .estimates import CostParams, HostEstimate, ProcessingCost, ewma
-from .frontier import (
-    PLAIN_LANE,
-    Frontier,
-    Host,
-    SessionRecord,
-    TwoLevelFrontier,
-    memory_queue,
-)
+from .frontier import PLAIN_LANE, Frontier, TwoLevelFrontier, memory_queue
+from .hosts import Host, SessionRecord
 from .policies import (
     BUILTIN_POLICIES,
     BreadthFirst,

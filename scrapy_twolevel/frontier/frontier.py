@@ -28,11 +28,11 @@ import heapq
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
 from typing import Any, Protocol
 
 from .estimates import IDLE_GAP, PACE_LEAD, CostParams, HostEstimate, SharedPrior
 from .failures import FailurePolicy
+from .hosts import Host, SeqCounter, SessionRecord
 from .policies import Policy
 from .queues import FifoHostQueue, HostQueue, QualityHostQueue
 
@@ -88,95 +88,6 @@ class Frontier(Protocol):
 def memory_queue(host: str, by_quality: bool) -> HostQueue:
     """Default :data:`QueueFactory`: in-memory queues."""
     return QualityHostQueue() if by_quality else FifoHostQueue()
-
-
-class Host:
-    """A host's queue, estimates and session state.
-
-    Hosts never measured share one :class:`HostEstimate` (the prior): change a host's
-    estimate through :meth:`TwoLevelFrontier.observe` or :meth:`TwoLevelFrontier.set_estimate`,
-    never in place.
-    """
-
-    __slots__ = (
-        "busy",
-        "estimate",
-        "failed_sessions",
-        "failures",
-        "given_up",
-        "key",
-        "last_end",
-        "open",
-        "paced_until",
-        "previous_sent_at",
-        "queue",
-        "rank_key",
-        "rank_token",
-        "ready_at",
-        "retry_at",
-        "sent_at",
-        "session_budget",
-        "session_failed",
-        "session_failures",
-        "session_ok",
-        "session_served",
-        "session_started",
-        "sessions",
-    )
-
-    def __init__(self, key: str, queue: HostQueue, estimate: HostEstimate) -> None:
-        self.key = key
-        self.queue = queue
-        self.estimate = estimate
-        self.open = False
-        self.busy = False
-        self.session_budget = 0
-        self.session_served = 0
-        self.session_started = 0.0
-        self.sessions = 0
-        self.rank_token = -1  # seq of the live ranking entry, -1 when not ranked
-        self.rank_key = 0.0  # -score of that entry: the same float object as in the heap
-        self.failures = 0  # failed requests in a row
-        self.failed_sessions = 0  # sessions in a row ended by failures
-        self.retry_at = 0.0  # > 0 while backed off: not ranked before this time
-        self.given_up = False
-        self.session_failures = 0  # failed requests in the current (or last) session
-        self.session_ok = False  # a request of that session got a response
-        self.session_failed = False  # that session ended (or was marked) failed
-        self.sent_at: float | None = None  # when its last request was handed out
-        self.previous_sent_at: float | None = None  # and the one before
-        self.last_end: float | None = None  # when its last response arrived
-        self.ready_at = 0.0  # its pace: the server holds a request sent before this time
-        self.paced_until = 0.0  # > 0 while waiting out its pace: not ranked before this time
-
-
-@dataclass(frozen=True, slots=True)
-class SessionRecord:
-    """One finished host session, for stats and tests."""
-
-    host: str
-    served: int
-    budget: int
-    started: float
-    ended: float
-    #: Ended early by failures in a row (the host is backed off or given up).
-    failed: bool = False
-
-
-class SeqCounter:
-    """A counter: 1, 2, 3, ..."""
-
-    __slots__ = ("value",)
-
-    def __init__(self) -> None:
-        self.value = 0
-
-    def next(self) -> int:
-        self.value += 1
-        return self.value
-
-    def at_least(self, value: int) -> None:
-        self.value = max(self.value, value)
 
 
 class TwoLevelFrontier:
@@ -286,9 +197,9 @@ class TwoLevelFrontier:
             self._pending -= 1
             return PLAIN_LANE, self._plain.pop()
         if self._backoff:
-            self._release_backed_off()
+            self._release(self._backoff, "retry_at")
         if self._paced:
-            self._release_paced()
+            self._release(self._paced, "paced_until")
         if self._ready:
             host = self._ready.popleft()
         elif self._open < self._max_open:
@@ -615,24 +526,18 @@ class TwoLevelFrontier:
         if self._on_give_up is not None:
             self._on_give_up(host.key, dropped)
 
-    def _release_backed_off(self) -> None:
-        now = self._clock()
-        backoff = self._backoff
-        while backoff and backoff[0][0] <= now:
-            retry_at, _, key = heapq.heappop(backoff)
-            host = self._hosts[key]
-            if host.retry_at == retry_at:
-                host.retry_at = 0.0
-                self._dirty[key] = host
+    def _release(self, heap: list[tuple[float, int, str]], attribute: str) -> None:
+        """Rank again the hosts whose wait in ``heap`` (back-off or pace) has passed.
 
-    def _release_paced(self) -> None:
+        ``attribute`` is the host's own record of that wait; an entry whose time no longer
+        matches it is stale (the wait was renewed or cleared) and is skipped.
+        """
         now = self._clock()
-        paced = self._paced
-        while paced and paced[0][0] <= now:
-            until, _, key = heapq.heappop(paced)
+        while heap and heap[0][0] <= now:
+            until, _, key = heapq.heappop(heap)
             host = self._hosts[key]
-            if host.paced_until == until:
-                host.paced_until = 0.0
+            if getattr(host, attribute) == until:
+                setattr(host, attribute, 0.0)
                 self._dirty[key] = host
 
     def _compact(self) -> None:

@@ -35,7 +35,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .frontier import PLAIN_LANE, Host, SeqCounter, TwoLevelFrontier
+from .frontier import PLAIN_LANE, TwoLevelFrontier
+from .hosts import Host, SeqCounter
 
 #: Separates a topic from a host in a lane key (a character no host name contains).
 SEP = "\x1f"

@@ -1,0 +1,101 @@
+"""A host as the frontier sees it: its queue, its estimates and where its session stands.
+
+Kept apart from :mod:`.frontier` so the state a host carries (sessions, failure streaks,
+waits) reads in one place. Pure module: no Scrapy, no I/O.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .estimates import HostEstimate
+from .queues import HostQueue
+
+
+class Host:
+    """A host's queue, estimates and session state.
+
+    Hosts never measured share one :class:`HostEstimate` (the prior): change a host's
+    estimate through :meth:`TwoLevelFrontier.observe` or :meth:`TwoLevelFrontier.set_estimate`,
+    never in place.
+    """
+
+    __slots__ = (
+        "busy",
+        "estimate",
+        "failed_sessions",
+        "failures",
+        "given_up",
+        "key",
+        "last_end",
+        "open",
+        "paced_until",
+        "previous_sent_at",
+        "queue",
+        "rank_key",
+        "rank_token",
+        "ready_at",
+        "retry_at",
+        "sent_at",
+        "session_budget",
+        "session_failed",
+        "session_failures",
+        "session_ok",
+        "session_served",
+        "session_started",
+        "sessions",
+    )
+
+    def __init__(self, key: str, queue: HostQueue, estimate: HostEstimate) -> None:
+        self.key = key
+        self.queue = queue
+        self.estimate = estimate
+        self.open = False
+        self.busy = False
+        self.session_budget = 0
+        self.session_served = 0
+        self.session_started = 0.0
+        self.sessions = 0
+        self.rank_token = -1  # seq of the live ranking entry, -1 when not ranked
+        self.rank_key = 0.0  # -score of that entry: the same float object as in the heap
+        self.failures = 0  # failed requests in a row
+        self.failed_sessions = 0  # sessions in a row ended by failures
+        self.retry_at = 0.0  # > 0 while backed off: not ranked before this time
+        self.given_up = False
+        self.session_failures = 0  # failed requests in the current (or last) session
+        self.session_ok = False  # a request of that session got a response
+        self.session_failed = False  # that session ended (or was marked) failed
+        self.sent_at: float | None = None  # when its last request was handed out
+        self.previous_sent_at: float | None = None  # and the one before
+        self.last_end: float | None = None  # when its last response arrived
+        self.ready_at = 0.0  # its pace: the server holds a request sent before this time
+        self.paced_until = 0.0  # > 0 while waiting out its pace: not ranked before this time
+
+
+@dataclass(frozen=True, slots=True)
+class SessionRecord:
+    """One finished host session, for stats and tests."""
+
+    host: str
+    served: int
+    budget: int
+    started: float
+    ended: float
+    #: Ended early by failures in a row (the host is backed off or given up).
+    failed: bool = False
+
+
+class SeqCounter:
+    """A counter: 1, 2, 3, ..."""
+
+    __slots__ = ("value",)
+
+    def __init__(self) -> None:
+        self.value = 0
+
+    def next(self) -> int:
+        self.value += 1
+        return self.value
+
+    def at_least(self, value: int) -> None:
+        self.value = max(self.value, value)
