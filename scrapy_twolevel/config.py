@@ -187,6 +187,21 @@ def _redis_url(name: str, value: Any) -> str | None:
     return url
 
 
+def _status_codes(name: str, value: Any) -> tuple[int, ...]:
+    """HTTP status codes (400-599): a list, or ``-s NAME=429,503``."""
+    items = value.split(",") if isinstance(value, str) else value
+    try:
+        codes = tuple(sorted({int(str(item).strip()) for item in items if str(item).strip()}))
+    except (TypeError, ValueError):
+        codes = None
+    if codes is None or isinstance(value, (bool, int)) or not all(400 <= c <= 599 for c in codes):
+        raise SettingsError(
+            f"{name}={value!r} is not valid; use a list of HTTP status codes from 400 to 599 "
+            "(e.g. [429, 503]), or [] to treat no response as a refusal"
+        )
+    return codes
+
+
 def _as_is(name: str, value: Any) -> Any:
     return value  # checked by its reader (topic_specs)
 
@@ -252,6 +267,17 @@ FAILED_SESSIONS = Setting(
     _FAILURES.failed_sessions,
     integer("an integer >= 0 (0: never give a host up)", lambda v: v >= 0),
 )
+GIVE_UP_AFTER = Setting(
+    "TWOLEVEL_GIVE_UP_AFTER",
+    _FAILURES.give_up_after,
+    real("seconds >= 0 (0: never give up a host that has answered)", lambda v: v >= 0),
+)
+# Politeness that listens (TwoLevelConfig; docs/politeness.rst)
+HOST_DELAY = Setting("TWOLEVEL_HOST_DELAY", 0.0, SECONDS)
+CRAWL_DELAY = Setting("TWOLEVEL_CRAWL_DELAY", True, flag)
+REFUSAL_CODES = Setting("TWOLEVEL_REFUSAL_CODES", (429, 503), _status_codes)
+REFUSAL_RETRIES = Setting("TWOLEVEL_REFUSAL_RETRIES", 10, NOT_NEGATIVE)
+RETRY_AFTER_MAX = Setting("TWOLEVEL_RETRY_AFTER_MAX", 600.0, POSITIVE_SECONDS)
 # The seen cache (SeenConfig)
 SEEN_MODE = Setting("TWOLEVEL_SEEN_MODE", "exact", choice(*SEEN_MODES))
 # From benchmarks/url_cache_study.py: CLOCK matches LRU's hit rate for less CPU and RAM;
@@ -369,6 +395,16 @@ class TwoLevelConfig:
     stats_top_hosts: int
     disk_cache_mb: int
     commit_interval: float
+    #: Least seconds between the starts of two requests to one host.
+    host_delay: float = 0.0
+    #: Honour robots.txt ``Crawl-delay`` (with ``ROBOTSTXT_OBEY``).
+    crawl_delay: bool = True
+    #: Responses that refuse a request for now (the host is parked, the request retried).
+    refusal_codes: tuple[int, ...] = (429, 503)
+    #: Times one request is retried after refusals before RetryMiddleware sees the refusal.
+    refusal_retries: int = 10
+    #: The longest ``Retry-After`` honoured, in seconds.
+    retry_after_max: float = 600.0
 
     @classmethod
     def from_settings(cls, settings: _Settings) -> TwoLevelConfig:
@@ -399,6 +435,7 @@ class TwoLevelConfig:
                 real(f"seconds >= TWOLEVEL_BACKOFF ({backoff})", lambda v: v >= backoff),
             ),
             failed_sessions=FAILED_SESSIONS.read(settings),
+            give_up_after=GIVE_UP_AFTER.read(settings),
         )
         quality = QUALITY.read(settings)
         return cls(
@@ -412,6 +449,11 @@ class TwoLevelConfig:
             stats_top_hosts=STATS_TOP_HOSTS.read(settings),
             disk_cache_mb=DISK_CACHE_MB.read(settings),
             commit_interval=COMMIT_INTERVAL.read(settings),
+            host_delay=HOST_DELAY.read(settings),
+            crawl_delay=CRAWL_DELAY.read(settings),
+            refusal_codes=REFUSAL_CODES.read(settings),
+            refusal_retries=REFUSAL_RETRIES.read(settings),
+            retry_after_max=RETRY_AFTER_MAX.read(settings),
         )
 
 

@@ -18,6 +18,11 @@ USER_SLOT = "twolevel_user_slot"
 DOWNLOAD_SLOT = "download_slot"
 #: When the request entered the host metrics middleware (its clock), to time failures.
 SENT_AT = "twolevel_sent_at"
+#: Set by the middleware on a request whose download failed; its retries carry it, so the
+#: URL's repeated failures count once against its host.
+FAILED_BEFORE = "twolevel_failed_before"
+#: Times the request was refused (429/503) and sent again by the middleware.
+REFUSALS = "twolevel_refusals"
 #: Set by the spider on seed requests: ``True`` (key from the URL) or the seed key.
 SEED = "twolevel_seed"
 #: Set by the scheduler on each fetch of a seed: ``[seed_key, fetch_id]``.

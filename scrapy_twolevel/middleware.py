@@ -8,9 +8,19 @@ estimates. It keeps no estimates itself: one owner, one place to persist them.
 
 A request that fails to download is evidence too: the middleware times it from
 ``process_request`` (so the time includes any download delay of the slot) and sends
-:data:`~scrapy_twolevel.signals.host_failed`, telling timeouts from connection failures.
-``IgnoreRequest`` says nothing about the host: it is reported as a response with nothing
-measured, so the scheduler still learns that the request is finished.
+:data:`~scrapy_twolevel.signals.host_failed` with the failure's kind (the host is down,
+slow, or the connection broke) and whether the URL had failed before (a retry), so that
+one broken URL counts once against its host. ``IgnoreRequest`` says nothing about the
+host: it is reported as a response with nothing measured, so the scheduler still learns
+that the request is finished.
+
+A refusal (``TWOLEVEL_REFUSAL_CODES``: 429, 503) is the server asking for time: the
+middleware sends :data:`~scrapy_twolevel.signals.host_refused` with the ``Retry-After``
+in seconds, and hands the request back to the scheduler (up to ``TWOLEVEL_REFUSAL_RETRIES``
+times), which keeps it in its host's queue while the host waits. RetryMiddleware never sees
+those refusals, so they do not use up its attempts. A robots.txt with a ``Crawl-delay``
+(fetched by Scrapy's RobotsTxtMiddleware when ``ROBOTSTXT_OBEY`` is on) sends
+:data:`~scrapy_twolevel.signals.host_crawl_delay`.
 """
 
 from __future__ import annotations
@@ -31,8 +41,9 @@ from .frontier import PLAIN_LANE
 from .frontier.connections import ConnectionTracker, ReplyFacts
 from .frontier.estimates import ProcessingCost
 from .glue.intake import make_request_host
+from .glue.politeness import BROKEN, DOWN, SLOW, retry_after_seconds, robots_crawl_delay
 from .glue.preflight import check_job_state, resolve_settings, uses_this_scheduler
-from .signals import host_failed, host_measured
+from .signals import host_crawl_delay, host_failed, host_measured, host_refused
 
 #: Exceptions that mean "the host took too long" rather than "could not connect"
 #: (Scrapy 2.19 wraps download timeouts in its own ``DownloadTimeoutError``).
@@ -47,6 +58,18 @@ TIMEOUTS: tuple[type[BaseException], ...] = (
         else ()
     ),
 )
+
+
+def failure_kind(exception: BaseException) -> str:
+    """:data:`DOWN` (could not connect: refused, DNS, connect timeout), :data:`SLOW` (a
+    timeout once connected) or :data:`BROKEN` (anything else: a reset or aborted
+    connection, a response cut short)."""
+    if isinstance(exception, net_error.ConnectError):  # refused, DNS, TCP connect timeout
+        return DOWN
+    if isinstance(exception, TIMEOUTS):
+        return SLOW
+    return BROKEN
+
 
 if TYPE_CHECKING:
     from typing import Self
@@ -72,11 +95,31 @@ class HostMetricsMiddleware:
         idle_timeout: float,
         clock: Callable[[], float] = time.monotonic,
         cpu_clock: Callable[[], float] = time.process_time,
+        *,
+        scheduler_keeps: bool = False,
+        refusal_codes: tuple[int, ...] = (),
+        refusal_retries: int = 0,
+        retry_after_max: float = 600.0,
+        robots_user_agent: str | None = None,
+        wall_clock: Callable[[], float] = time.time,
+        handles_status: Callable[[Request, int], bool] = lambda request, status: False,
     ) -> None:
+        """``scheduler_keeps``: this package's scheduler runs the crawl, so requests sent
+        again wait in their host's queue while it waits (see the module docstring); without
+        it nothing is sent again. ``robots_user_agent``: read robots.txt ``Crawl-delay``
+        for this agent (``None``: do not); ``handles_status(request, status)``: the spider
+        asked to see this status itself (``handle_httpstatus_list``)."""
         self._signals = signals
         self._stats = stats
         self._host_of = host_of
         self._clock = clock
+        self._wall_clock = wall_clock
+        self._refusal_codes = frozenset(refusal_codes)
+        self._keeps = scheduler_keeps
+        self._refusal_retries = refusal_retries if scheduler_keeps else 0
+        self._retry_after_max = retry_after_max
+        self._robots_agent = robots_user_agent
+        self._handles_status = handles_status
         self.tracker = ConnectionTracker(idle_timeout)
         self.processing = ProcessingCost(cpu_clock)
 
@@ -84,7 +127,8 @@ class HostMetricsMiddleware:
     def from_crawler(cls, crawler: Crawler) -> Self:
         from scrapy.resolver import dnscache
 
-        if uses_this_scheduler(crawler):
+        ours = uses_this_scheduler(crawler)
+        if ours:
             # Built before the spider opens: the one place a settings or JOBDIR error stops
             # the crawl with a single message (see resolve_settings).
             config, policy, _ = resolve_settings(crawler)
@@ -92,11 +136,21 @@ class HostMetricsMiddleware:
         else:
             config = TwoLevelConfig.from_settings(crawler.settings)
         assert crawler.stats is not None
+        settings = crawler.settings
+        robots_agent = None
+        if config.crawl_delay and settings.getbool("ROBOTSTXT_OBEY"):
+            robots_agent = settings.get("ROBOTSTXT_USER_AGENT") or settings.get("USER_AGENT")
         return cls(
             crawler.signals,
             crawler.stats,
             make_request_host(config.host_key, dnscache),
             config.idle_timeout,
+            refusal_codes=config.refusal_codes,
+            scheduler_keeps=ours,
+            refusal_retries=config.refusal_retries,
+            retry_after_max=config.retry_after_max,
+            robots_user_agent=robots_agent,
+            handles_status=_spider_handles(crawler),
         )
 
     def _host(self, request: Request) -> str | None:
@@ -111,11 +165,15 @@ class HostMetricsMiddleware:
     def process_request(self, request: Request) -> None:
         request.meta[meta_keys.SENT_AT] = self._clock()
 
-    def process_response(self, request: Request, response: Response) -> Response:
+    def process_response(self, request: Request, response: Response) -> Response | Request:
         sent_at = request.meta.pop(meta_keys.SENT_AT, None)  # copies must not inherit it
         host = self._host(request)
         if host is None:
             return response
+        if response.status in self._refusal_codes:
+            return self._refused(host, request, response)
+        if self._robots_agent is not None and request.url.endswith("/robots.txt"):
+            self._read_crawl_delay(host, response)
         latency = request.meta.get("download_latency")
         if latency is None or "cached" in response.flags:
             # Nothing measured, but the request is finished: say so, so its host is freed.
@@ -152,8 +210,42 @@ class HostMetricsMiddleware:
         )
         return response
 
-    def process_exception(self, request: Request, exception: Exception) -> None:
-        """A failed request leaves no usable connection behind, and costs the host."""
+    def _refused(self, host: str, request: Request, response: Response) -> Response | Request:
+        """The server refused the request for now: its host waits, the request goes back."""
+        wait = retry_after_seconds(response.headers.get(b"Retry-After"), self._wall_clock())
+        if wait is not None:
+            wait = min(wait, self._retry_after_max)
+        self._stats.inc_value("twolevel/refusals")
+        self._stats.inc_value(f"twolevel/refusals/{response.status}")
+        self._signals.send_catch_log(host_refused, host=host, retry_after=wait, request=request)
+        refused = request.meta.get(meta_keys.REFUSALS, 0)
+        if (
+            refused >= self._refusal_retries
+            or request.meta.get("dont_retry")
+            or self._handles_status(request, response.status)
+        ):
+            return response  # RetryMiddleware, then the spider, decide as usual
+        again = request.replace(dont_filter=True)
+        again.meta[meta_keys.REFUSALS] = refused + 1
+        self._stats.inc_value("twolevel/refusals/sent_again")
+        return again
+
+    def _read_crawl_delay(self, host: str, response: Response) -> None:
+        assert self._robots_agent is not None
+        if response.status != 200:
+            return
+        delay = robots_crawl_delay(response.body, self._robots_agent)
+        if delay is not None:
+            self._stats.inc_value("twolevel/crawl_delay_hosts")
+            self._signals.send_catch_log(host_crawl_delay, host=host, delay=delay)
+
+    def process_exception(self, request: Request, exception: Exception) -> Request | None:
+        """A failed request leaves no usable connection behind, and costs the host.
+
+        If the scheduler says the host is backed off (it fails as a whole), the request goes
+        back to it as it is: RetryMiddleware's attempts are for URLs that fail on a host
+        that works, and a host that is down for a while must not cost its URLs.
+        """
         host = self._host(request)
         if host is None:
             return
@@ -168,10 +260,37 @@ class HostMetricsMiddleware:
         self._stats.inc_value("twolevel/metrics/failures")
         sent_at = request.meta.pop(meta_keys.SENT_AT, None)
         elapsed = self._clock() - sent_at if isinstance(sent_at, float) else 0.0
-        self._signals.send_catch_log(
+        repeat = bool(request.meta.get(meta_keys.FAILED_BEFORE))
+        request.meta[meta_keys.FAILED_BEFORE] = True  # RetryMiddleware's copies carry it
+        answers = self._signals.send_catch_log(
             host_failed,
             host=host,
             elapsed=max(0.0, elapsed),
             timeout=isinstance(exception, TIMEOUTS),
+            kind=failure_kind(exception),
+            repeat=repeat,
             request=request,
         )
+        if self._keeps and any(answer is True for _, answer in answers):
+            self._stats.inc_value("twolevel/failures/sent_again")
+            return request.replace(dont_filter=True)
+        return None
+
+
+def _spider_handles(crawler: Crawler) -> Callable[[Request, int], bool]:
+    """``(request, status) -> bool``: the spider wants this status in its callback, as
+    HttpErrorMiddleware reads it (``handle_httpstatus_all``/``_list`` in meta, the spider's
+    ``handle_httpstatus_list``, ``HTTPERROR_ALLOW_ALL``/``HTTPERROR_ALLOWED_CODES``)."""
+    settings = crawler.settings
+    allow_all = settings.getbool("HTTPERROR_ALLOW_ALL")
+    allowed = {int(code) for code in settings.getlist("HTTPERROR_ALLOWED_CODES")}
+
+    def handles(request: Request, status: int) -> bool:
+        meta = request.meta
+        if meta.get("handle_httpstatus_all") or status in meta.get("handle_httpstatus_list", ()):
+            return True
+        spider = getattr(crawler, "spider", None)
+        listed = getattr(spider, "handle_httpstatus_list", None) or ()
+        return allow_all or status in allowed or status in listed
+
+    return handles

@@ -30,8 +30,8 @@ A settings error found in ``from_crawler`` is raised from :meth:`open` instead: 
 builds the scheduler after it has started opening the spider, and an exception there
 ends in a cascade whose last line is ``RuntimeError: Engine slot not assigned``; from
 ``open`` the engine closes everything in order and re-raises our message last.
-
-What a ``JOBDIR`` holds is listed in :mod:`scrapy_twolevel.glue.local`.
+What a ``JOBDIR`` holds is listed in :mod:`scrapy_twolevel.glue.local`; how hosts that
+fail or refuse are handled, in :mod:`scrapy_twolevel.frontier.failures`.
 """
 
 from __future__ import annotations
@@ -62,6 +62,7 @@ from .glue.cluster import Cluster
 from .glue.inflight import InFlight
 from .glue.intake import Intake, make_request_host, mark_host
 from .glue.local import JobdirBackend, MemoryBackend
+from .glue.politeness import BROKEN
 from .glue.preflight import (
     RefusedStart,
     crawl_topics,
@@ -72,7 +73,7 @@ from .glue.preflight import (
 from .glue.reporting import Reporter
 from .glue.seed_planner import SeedPlanner, close_seed_planner, open_seed_planner
 from .glue.topic_tracker import TopicTracker
-from .signals import host_failed, host_measured, page_relevant
+from .signals import host_crawl_delay, host_failed, host_measured, host_refused, page_relevant
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -284,8 +285,9 @@ class TwoLevelScheduler(BaseScheduler):
             self.config.max_open_hosts,
             failures=self.config.failures,
             queue_factory=queue_factory,
-            on_give_up=self._host_given_up,
+            on_give_up=self.reporter.host_given_up,
             on_dropped=self._dropped,
+            min_gap=self.config.host_delay,
             **shared,
         )
 
@@ -297,6 +299,8 @@ class TwoLevelScheduler(BaseScheduler):
             (self._request_left, signals.request_left_downloader),
             (self._host_measured, host_measured),
             (self._host_failed, host_failed),
+            (self._host_refused, host_refused),
+            (self._host_crawl_delay, host_crawl_delay),
         ]
         if self.topics is not None:
             handlers += [
@@ -410,15 +414,41 @@ class TwoLevelScheduler(BaseScheduler):
             self._request_done(request)
 
     def _host_failed(
-        self, host: str, elapsed: float, timeout: bool, request: Request | None = None
+        self,
+        host: str,
+        elapsed: float,
+        timeout: bool,
+        request: Request | None = None,
+        kind: str = BROKEN,
+        repeat: bool = False,
+    ) -> bool:
+        """Whether the host is backed off: the middleware then sends the request again
+        without using up one of RetryMiddleware's attempts (the host failed, not the URL)."""
+        if self.frontier is None:
+            return False
+        self._inc_stat(f"twolevel/failures/{kind}")
+        self._inc_stat("twolevel/failures/repeat", int(repeat))
+        # A download the scheduler did not hand out (engine.download: robots.txt, media)
+        # is not in the host's session: its failure is counted, not held against the host.
+        if request is None or (lane := self.inflight.lane(request)) is None:
+            return False
+        self.frontier.observe_failure(lane, elapsed=elapsed, timeout=timeout, repeat=repeat)
+        self._request_done(request)
+        return self.frontier.backed_off(lane)
+
+    def _host_refused(
+        self, host: str, retry_after: float | None, request: Request | None = None
     ) -> None:
         if self.frontier is None:
             return
-        lane = self._lane_of(host, request)
-        self.frontier.observe_failure(lane, elapsed=elapsed, timeout=timeout)
-        self._inc_stat("twolevel/failures/timeout" if timeout else "twolevel/failures/other")
+        self.frontier.observe_refusal(self._lane_of(host, request), retry_after=retry_after)
         if request is not None:
             self._request_done(request)
+
+    def _host_crawl_delay(self, host: str, delay: float) -> None:
+        if self.frontier is not None:
+            self.frontier.set_min_gap(host, delay)
+            self.reporter.crawl_delay(host, delay)
 
     def _lane_of(self, host: str, request: Request | None) -> str:
         """The lane of a reported request: the one it was handed out in (with topics, its
@@ -448,9 +478,6 @@ class TwoLevelScheduler(BaseScheduler):
     def _dropped(self, item: Any) -> None:
         if self.backend is not None:
             self.backend.dropped(item)
-
-    def _host_given_up(self, host: str, dropped: int) -> None:
-        self.reporter.host_given_up(host, dropped, self.config.failures.failed_sessions)
 
     def _arm_wake(self, retry_at: float | None) -> None:
         """Wake the engine when a backed-off host may be opened again.

@@ -12,13 +12,23 @@ it hears one (see :mod:`scrapy_twolevel.scheduler`).
 cached response, no measured latency, an ``IgnoreRequest``).
 
 ``host_failed``: the download failed (timeout, refused or reset connection, DNS error).
-Arguments ``host``, ``request``, ``elapsed`` (seconds from sending to the failure) and
-``timeout`` (``True`` for a timeout). The scheduler folds it into the host's estimates
-and failure streak.
+Arguments ``host``, ``request``, ``elapsed`` (seconds from sending to the failure),
+``timeout`` (``True`` for a timeout), ``kind`` (``"down"``, ``"slow"`` or ``"broken"``, see
+:mod:`scrapy_twolevel.glue.politeness`) and ``repeat`` (the URL had failed before). The
+scheduler folds it into the host's estimates and failure streak.
+
+``host_refused``: the server refused the request for now (``TWOLEVEL_REFUSAL_CODES``).
+Arguments ``host``, ``request`` and ``retry_after`` (seconds, ``None`` when the server gave
+none). The scheduler parks the host.
+
+``host_crawl_delay``: a host's robots.txt asks for a ``Crawl-delay``. Arguments ``host``
+and ``delay`` (seconds).
 """
 
 host_measured = object()
 host_failed = object()
+host_refused = object()
+host_crawl_delay = object()
 
 #: Sent by :class:`~scrapy_twolevel.seeds.SeedMiddleware` for seed pages and the articles
 #: found on them (see :mod:`scrapy_twolevel.seeds`); the scheduler's seed planner listens.

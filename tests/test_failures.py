@@ -46,21 +46,50 @@ def frontier(policy=None, max_open=1, rules=RULES, **kwargs):
         failures=rules,
         clock=clock,
         on_give_up=lambda host, dropped: given_up.append((host, dropped)),
+        jitter=kwargs.pop("jitter", lambda: 0.0),  # waits as computed; jitter tested alone
         **kwargs,
     )
     return f, clock, given_up
 
 
-def fail(f, host, *, timeout=False, elapsed=0.001):
-    f.observe_failure(host, elapsed=elapsed, timeout=timeout)
+def fail(f, host, *, timeout=False, elapsed=0.001, repeat=False):
+    f.observe_failure(host, elapsed=elapsed, timeout=timeout, repeat=repeat)
+    f.done(host)
+
+
+def answer(f, host):
+    f.observe(
+        host, latency=0.01, new_connection=True, served_on_connection=1, closed_by_server=False
+    )
     f.done(host)
 
 
 def test_backoff_doubles_and_is_capped():
     assert [RULES.backoff_delay(n) for n in (0, 1, 2, 3, 4)] == [0.0, 10.0, 20.0, 25.0, 25.0]
     assert RULES.backoff_delay(10_000) == 25.0  # no float overflow on a long streak
-    assert [RULES.gives_up(n) for n in (1, 2, 3)] == [False, False, True]
-    assert not FailurePolicy(failed_sessions=0).gives_up(1_000)
+    never_answered = [RULES.gives_up(n, answered=False, failing_for=0.0) for n in (1, 2, 3)]
+    assert never_answered == [False, False, True]
+    assert not FailurePolicy(failed_sessions=0).gives_up(1_000, answered=False, failing_for=0)
+    # A host that answered before is kept until it has failed for give_up_after (3600 s).
+    assert not RULES.gives_up(3, answered=True, failing_for=3599.0)
+    assert RULES.gives_up(3, answered=True, failing_for=3600.0)
+    assert not RULES.gives_up(2, answered=True, failing_for=1e9)  # and failed 3 sessions
+    keep = FailurePolicy(give_up_after=0.0)
+    assert not keep.gives_up(1_000, answered=True, failing_for=1e9)  # 0: never
+
+
+def test_jitter_lengthens_waits_by_at_most_a_tenth():
+    assert RULES.backoff_delay(1, 0.0) == 10.0
+    assert RULES.backoff_delay(1, 0.5) == pytest.approx(10.5)  # 10 * (1 + 0.1 * 0.5)
+    assert RULES.backoff_delay(3, 0.999) == pytest.approx(25.0 * 1.0999)  # cap, then jitter
+    f, clock, _ = frontier(jitter=lambda: 0.5)
+    for i in range(4):
+        f.push("h", 1.0, i)
+    f.pop()
+    fail(f, "h")
+    f.pop()
+    fail(f, "h")
+    assert f.next_retry_at() == pytest.approx(clock.now + 10.5)
 
 
 def test_timeout_is_a_response_time_sample_and_lowers_the_success_rate():
@@ -151,14 +180,60 @@ def test_a_response_ends_both_streaks():
     assert given_up == []
 
 
-def test_a_session_that_ends_with_every_request_failed_is_a_failed_session():
+def test_one_failed_url_does_not_back_off_its_host_the_next_one_does():
+    """One-request sessions: the failures still count in a row, across sessions."""
     f, clock, _ = frontier()
     f.set_estimate("h", HostEstimate(0.1, 0.1, 1.0))  # one request per session
     for i in range(4):
         f.push("h", 1.0, i)
     f.pop()
-    fail(f, "h")  # budget 1 spent, and that one request failed
+    fail(f, "h")  # budget 1 spent, that one request failed: streak 1, not yet a failed session
+    assert f.failed_sessions == 0 and f.next_retry_at() is None
+    assert f.pop() == ("h", 1)
+    fail(f, "h")  # a second URL fails in a row: the session failed, back off
     assert f.failed_sessions == 1 and f.next_retry_at() == clock.now + 10.0
+
+
+def test_a_url_that_fails_again_counts_once_against_its_host():
+    """RetryMiddleware's retries of one broken URL: the URL's problem, not the host's."""
+    f, _, given_up = frontier()
+    for i in range(3):
+        f.push("h", 1.0, i)
+    f.pop()
+    fail(f, "h")  # the URL's first failure: streak 1
+    for _ in range(5):  # its retries (pushed back by RetryMiddleware) fail again
+        f.push("h", 1.0, "retry")
+        f.pop()
+        fail(f, "h", repeat=True)
+    host = f.host("h")
+    assert (host.failures, f.failed_sessions, f.repeat_failures) == (1, 0, 5)
+    assert f.next_retry_at() is None and given_up == []
+    assert f.host("h").estimate.outcome_samples == 6  # the estimate learns from all six
+
+
+def test_a_host_that_answered_is_kept_until_give_up_after_then_given_up():
+    rules = FailurePolicy(
+        session_failures=1, backoff=10.0, backoff_max=25.0, failed_sessions=3, give_up_after=100
+    )
+    f, clock, given_up = frontier(rules=rules)
+    for i in range(20):
+        f.push("h", 1.0, i)
+    f.pop()
+    answer(f, "h")  # it served a page, then goes down
+    started = clock.now
+    waits = []
+    while not given_up:
+        assert f.pop() is not None
+        fail(f, "h")
+        retry = f.next_retry_at()
+        if retry is not None:
+            waits.append(retry - clock.now)
+            clock.now = retry
+    # back-offs 10, 20, 25, 25, 25: failing since `started`; at 100 s (after the fifth
+    # wait) the sixth failed session gives it up
+    assert waits == [10.0, 20.0, 25.0, 25.0, 25.0]
+    assert clock.now - started == 105.0
+    assert given_up == [("h", 13)]  # 20 - 1 answered - 6 failed
 
 
 def test_failures_spread_over_sessions_still_count_in_a_row():

@@ -39,6 +39,21 @@ def test_split_host_agrees_with_urlsplit(url):
     assert split_host(url) == (parsed.scheme, parsed.hostname or "")
 
 
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://example.com./a",
+        "http://EXAMPLE.com/b",
+        "https://example.com:443/c",
+        "http://Example.COM.:8080/",
+    ],
+)
+def test_one_server_name_is_one_lane_whatever_its_spelling(url):
+    """Trailing dot, case and port: one server, so never two requests in flight at it."""
+    assert split_host(url)[1] == "example.com"
+    assert make_request_host("hostname")(Request(url)) == "example.com"
+
+
 def test_split_host_rejects_unbalanced_bracket():
     with pytest.raises(ValueError, match="unbalanced"):
         split_host("http://[::1/x")

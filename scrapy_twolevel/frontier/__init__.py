@@ -1,8 +1,9 @@
 """The Scrapy-free core: host ranking, per-host queues, policies and estimates."""
 
 from .estimates import CostParams, HostEstimate, ProcessingCost, ewma
-from .frontier import PLAIN_LANE, Frontier, TwoLevelFrontier, memory_queue
+from .frontier import PLAIN_LANE, TwoLevelFrontier, memory_queue
 from .hosts import Host, SessionRecord
+from .interface import Frontier
 from .policies import (
     BUILTIN_POLICIES,
     BreadthFirst,

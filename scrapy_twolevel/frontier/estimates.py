@@ -33,6 +33,15 @@ IDLE_GAP = 1.0
 #: delay (0.13 s on average, 0.35 s at the 90th percentile, measured at nginx for Scrapy's
 #: scheduler on the real-server benchmark), and a request a little early is only held.
 PACE_LEAD = 0.25
+#: A refusal (429, 503) grows a host's *refusal gap*, the time the crawler leaves between
+#: the starts of two requests to it, to ``REFUSAL_GROW`` times what it was (and at least
+#: the gap that was refused, and ``REFUSAL_GAP_MIN``); each response shrinks it by
+#: ``REFUSAL_SHRINK``. Once it has settled just above the server's rate, a refusal comes
+#: about every ln(1.5) / -ln(0.98) = 20 responses (~5% of requests), and the gap stays
+#: within 1 to 1.5 times the server's spacing.
+REFUSAL_GAP_MIN = 0.5
+REFUSAL_GROW = 1.5
+REFUSAL_SHRINK = 0.98
 
 
 def ewma(previous: float, measured: float, alpha: float) -> float:
@@ -97,6 +106,10 @@ class HostEstimate:
     #: its links): what it takes of the crawler, where the crawler is the bottleneck.
     processing_time: float = 0.0
     processing_samples: int = 0
+    #: Requests the host refused (429, 503) and the gap between request starts learnt from
+    #: them (see :data:`REFUSAL_GROW`); 0: none refused.
+    refusals: int = 0
+    refusal_gap: float = 0.0
     #: How long the server held the last response (not saved).
     last_delay: float = 0.0
 
@@ -188,9 +201,18 @@ class HostEstimate:
             self.keepalive = False
         elif served_on_connection > 1:
             self.keepalive = True
+        self.refusal_gap *= REFUSAL_SHRINK
         self._outcome(1.0, alpha)
         self.samples += 1
         return delay
+
+    def observe_refusal(self, gap: float | None) -> None:
+        """The host refused a request (429, 503) sent ``gap`` seconds after the one before
+        (``None``: none was): its requests must start further apart."""
+        self.refusals += 1
+        self.refusal_gap = max(
+            self.refusal_gap * REFUSAL_GROW, gap if gap is not None else 0.0, REFUSAL_GAP_MIN
+        )
 
     def _held(self, latency: float) -> float:
         """Seconds the server held a response of ``latency`` (see :data:`DELAY_MIN`)."""
@@ -297,6 +319,8 @@ class HostEstimate:
             "pace_samples": self.pace_samples,
             "processing_time": self.processing_time,
             "processing_samples": self.processing_samples,
+            "refusals": self.refusals,
+            "refusal_gap": self.refusal_gap,
         }
 
     @classmethod
@@ -331,6 +355,7 @@ class HostEstimate:
             est.idle_service_time,
             est.pace,
             est.processing_time,
+            est.refusal_gap,
         )
         if not all(math.isfinite(v) and v >= 0 for v in values) or not (
             0.0 <= est.success_rate <= 1.0
@@ -387,6 +412,8 @@ _MEASURED_FIELDS: dict[str, type] = {
     "idle_samples": int,
     "pace": float,
     "pace_samples": int,
+    "refusals": int,
+    "refusal_gap": float,
 }
 
 

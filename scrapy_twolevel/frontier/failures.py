@@ -5,14 +5,22 @@ hours, and must not win the ranking because it was never measured. Failures are 
 into the host's estimates (see :meth:`HostEstimate.observe_failure`), and this policy
 decides the rest:
 
-* a session ends early after ``session_failures`` failures in a row, and one that ends
-  (budget spent, queue empty) with every request of it failed counts as failed too;
+* failures are judged where they belong: a URL that fails again (a retry of a URL that
+  already failed) counts once against its host, so one broken URL does not back off or
+  give up a host that serves the others;
+* a session ends early after ``session_failures`` failures (of different URLs) in a row,
+  and a probe (the one-request session after a back-off) that fails counts as failed too;
 * such a *failed session* backs the host off for ``backoff * 2**(n - 1)`` seconds (``n``
-  failed sessions in a row), capped at ``backoff_max``; its URLs stay queued;
-* after ``failed_sessions`` failed sessions in a row the host is given up: its queued URLs
-  are dropped and counted, and later URLs for it are dropped as they arrive.
+  failed sessions in a row), capped at ``backoff_max``, lengthened by up to ``JITTER`` so
+  that hosts that failed together are not probed together; its URLs stay queued;
+* after ``failed_sessions`` failed sessions in a row a host that never answered is given
+  up: its queued URLs are dropped and counted, and later URLs for it are dropped as they
+  arrive. A host that has answered before (a server that went down mid-crawl) is kept,
+  probed at the capped back-off, until it has been failing for ``give_up_after`` seconds
+  (0: never given up) -- StormCrawler and Nutch keep such hosts for hours to a day.
 
-Any successful response resets both streaks. Pure module: no Scrapy, no I/O.
+Any response (a refusal too: the server is up) resets both streaks. Pure module: no
+Scrapy, no I/O.
 """
 
 from __future__ import annotations
@@ -33,15 +41,39 @@ class FailurePolicy:
     #: Failed sessions in a row before the host is given up; 0: never
     #: (``TWOLEVEL_FAILED_SESSIONS``).
     failed_sessions: int = 3
+    #: Seconds a host that has answered before may keep failing before it is given up; 0:
+    #: never (``TWOLEVEL_GIVE_UP_AFTER``).
+    give_up_after: float = 3600.0
 
-    def backoff_delay(self, failed_in_a_row: int) -> float:
-        """Seconds to wait after the ``failed_in_a_row``-th failed session (1, 2, ...)."""
+    def backoff_delay(self, failed_in_a_row: int, jitter: float = 0.0) -> float:
+        """Seconds to wait after the ``failed_in_a_row``-th failed session (1, 2, ...).
+
+        ``jitter`` in [0, 1) lengthens the wait by up to :data:`JITTER` of it (never
+        shortens it: the cap is a promise to the server, not to the crawl).
+        """
         if failed_in_a_row < 1:
             return 0.0
         # min() before the power would overflow a float for a long streak.
         exponent = min(failed_in_a_row - 1, 64)
-        return min(self.backoff * 2.0**exponent, self.backoff_max)
+        return jittered(min(self.backoff * 2.0**exponent, self.backoff_max), jitter)
 
-    def gives_up(self, failed_in_a_row: int) -> bool:
-        """Whether a host with this many failed sessions in a row is given up."""
-        return 0 < self.failed_sessions <= failed_in_a_row
+    def gives_up(self, failed_in_a_row: int, *, answered: bool, failing_for: float) -> bool:
+        """Whether a host with this many failed sessions in a row is given up.
+
+        ``answered``: it has answered a request before; ``failing_for``: seconds since its
+        current streak of failures began.
+        """
+        if not 0 < self.failed_sessions <= failed_in_a_row:
+            return False
+        if not answered:
+            return True
+        return 0 < self.give_up_after <= failing_for
+
+
+#: Waits are lengthened by a random share of up to this much (see :func:`jittered`).
+JITTER = 0.1
+
+
+def jittered(wait: float, jitter: float) -> float:
+    """``wait * (1 + JITTER * jitter)`` for ``jitter`` drawn from [0, 1)."""
+    return wait * (1.0 + JITTER * jitter)

@@ -13,11 +13,17 @@ equal scores are served first come, first served.
 
 Failures (reported with :meth:`TwoLevelFrontier.observe_failure`) end a session early,
 back the host off, and finally give it up, as :class:`~.failures.FailurePolicy` says.
-A backed-off host waits in a second heap, ``(retry_at, seq, host)``, and is ranked again
-once the clock passes ``retry_at``. A request's outcome may be reported before or after
-its :meth:`~TwoLevelFrontier.done` (Scrapy 2.19 signals that a request left the
-downloader before its middlewares see the response or the failure), so a failure that
-arrives late still ends the session it belongs to.
+Refusals (429/503, :meth:`TwoLevelFrontier.observe_refusal`) park the host until the
+server's ``Retry-After`` and teach it a gap between request starts; a host may also have a
+least gap of its own (robots.txt ``Crawl-delay``, :meth:`TwoLevelFrontier.set_min_gap`).
+A host that must wait, for any of these reasons, waits in a second heap, ``(retry_at,
+seq, host)``, and is ranked again once the clock passes ``retry_at``: a hard wait, unlike
+a pace (a request sent early is only held by the server; see ``_open_earliest_paced``).
+
+A request's outcome may be reported before or after its :meth:`~TwoLevelFrontier.done`
+(Scrapy 2.19 signals that a request left the downloader before its middlewares see the
+response or the failure), so a failure that arrives late still ends the session it
+belongs to.
 
 Pure module: no Scrapy, no I/O; items, host keys and the clock are the caller's.
 """
@@ -25,14 +31,15 @@ Pure module: no Scrapy, no I/O; items, host keys and the clock are the caller's.
 from __future__ import annotations
 
 import heapq
+import random
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any, Protocol
+from typing import Any
 
 from .estimates import IDLE_GAP, PACE_LEAD, CostParams, HostEstimate, SharedPrior
-from .failures import FailurePolicy
-from .hosts import Host, SeqCounter, SessionRecord
+from .failures import FailurePolicy, jittered
+from .hosts import WAIT_BACKOFF, WAIT_DELAY, WAIT_REFUSED, Host, SeqCounter, SessionRecord
 from .policies import Policy
 from .queues import FifoHostQueue, HostQueue, QualityHostQueue
 
@@ -40,49 +47,6 @@ from .queues import FifoHostQueue, HostQueue, QualityHostQueue
 PLAIN_LANE = ""
 
 QueueFactory = Callable[[str, bool], HostQueue]
-
-
-class Frontier(Protocol):
-    """What the scheduler asks of a frontier: :class:`TwoLevelFrontier`, or
-    :class:`~.topic_frontier.TopicFrontier` (one per topic behind the same interface).
-
-    Its keys are *lanes*: a host key, or ``topic_lane(topic, host)`` with topics.
-    """
-
-    def push(self, lane: str, quality: float, item: Any) -> bool: ...
-
-    def pop(self) -> tuple[str, Any] | None: ...
-
-    def done(self, lane: str) -> None: ...
-
-    def observe(self, lane: str, **observation: Any) -> None: ...
-
-    def observe_failure(self, lane: str, *, elapsed: float, timeout: bool) -> None: ...
-
-    def host(self, lane: str, queue_factory: Any = None) -> Host: ...
-
-    def set_estimate(self, host: str, estimate: HostEstimate) -> None: ...
-
-    def restore(self, lanes: Iterable[str], max_seq: int) -> None: ...
-
-    def now(self) -> float: ...
-
-    def next_retry_at(self) -> float | None: ...
-
-    def hosts(self) -> Iterator[Host]: ...
-
-    def __len__(self) -> int: ...
-
-    @property
-    def host_count(self) -> int: ...
-
-    @property
-    def sessions_ended(self) -> int: ...
-
-    @property
-    def session_requests(self) -> int: ...
-
-    def close(self) -> None: ...
 
 
 def memory_queue(host: str, by_quality: bool) -> HostQueue:
@@ -108,8 +72,14 @@ class TwoLevelFrontier:
         host_lock: Any = None,
         lock_owner: str = "",
         sequence: SeqCounter | None = None,
+        min_gap: float = 0.0,
+        jitter: Callable[[], float] | None = None,
     ) -> None:
         """``max_open_hosts=None`` opens as many hosts as have URLs (the downloader limits).
+
+        ``min_gap``: the least seconds between the starts of two requests to one host
+        (``TWOLEVEL_HOST_DELAY``); ``jitter()`` draws from [0, 1) the share by which waits
+        are lengthened (see :func:`~.failures.jittered`; default: random).
 
         ``on_give_up(host_key, dropped)`` is called once per host given up, and
         ``on_dropped(item)`` for each queued item it drops (the distributed mode keeps a
@@ -130,6 +100,8 @@ class TwoLevelFrontier:
         self._lock_owner = lock_owner
         self._queue_factory = queue_factory
         self._clock = clock
+        self.min_gap = min_gap
+        self._jitter = jitter if jitter is not None else random.Random().random
         self._on_session_end = on_session_end
         self._hosts: dict[str, Host] = {}
         self._ranking: list[tuple[float, int, str]] = []
@@ -149,6 +121,10 @@ class TwoLevelFrontier:
         self.failed_sessions = 0
         self.hosts_given_up = 0
         self.dropped_host_failed = 0
+        #: Failures of URLs that had failed before (counted once against their host), and
+        #: requests refused (429/503).
+        self.repeat_failures = 0
+        self.refusals = 0
         self._open = 0
         #: Numbers items (and ranking entries) in order; shared by frontiers that share a
         #: store keyed by it (topics), so their numbers never collide.
@@ -238,9 +214,10 @@ class TwoLevelFrontier:
             or not len(host.queue)
             # paced: the server would hold the next one (see _end_session)
             or host.ready_at - PACE_LEAD > self._clock()
+            or host.retry_at  # must wait (refused, or its gap between requests)
         )
         if host.failures >= self.failure_policy.session_failures or (
-            over and self._all_failed(host)
+            over and self._probe_failed(host)
         ):
             self._end_session(host, failed=True)
         elif over:
@@ -291,22 +268,63 @@ class TwoLevelFrontier:
         host.last_end = now
         host.failures = 0
         host.failed_sessions = 0
+        host.answered = True
         host.session_ok = True
         self.estimates_changed(host)
+        self._keep_gap(host, sent)
 
-    def observe_failure(self, host_key: str, *, elapsed: float, timeout: bool) -> None:
+    def observe_refusal(self, host_key: str, *, retry_after: float | None) -> None:
+        """The host refused a request (429, 503): park it until ``retry_after`` seconds
+        from now (the server's ``Retry-After``; ``None``: it gave none) and at least its
+        learnt refusal gap after the refused request's start. Call :meth:`done` as usual.
+
+        A refusal is not a failure: the server is up, so the failure streaks end.
+        """
+        host = self.host(host_key)
+        if host.estimate is self._prior:
+            host.estimate = HostEstimate.new(self.params)
+        now = self._clock()
+        sent = now if host.sent_at is None else host.sent_at
+        gap = None if host.previous_sent_at is None else sent - host.previous_sent_at
+        host.estimate.observe_refusal(gap)
+        self.refusals += 1
+        host.failures = 0
+        host.failed_sessions = 0
+        host.answered = True
+        self.estimates_changed(host)
+        until = sent + jittered(host.estimate.refusal_gap, self._jitter())
+        if retry_after is not None:
+            until = max(until, now + max(0.0, retry_after))
+        self._park(host, until, WAIT_REFUSED)
+
+    def set_min_gap(self, host_key: str, seconds: float) -> None:
+        """Start the host's requests at least ``seconds`` apart (robots.txt ``Crawl-delay``);
+        it replaces the frontier's ``min_gap`` for this host."""
+        self.host(host_key).min_gap = max(0.0, seconds)
+
+    def observe_failure(
+        self, host_key: str, *, elapsed: float, timeout: bool, repeat: bool = False
+    ) -> None:
         """Fold a failed request into the host's estimates and its failure streak.
 
         See :meth:`HostEstimate.observe_failure`; call :meth:`done` afterwards as usual.
+        ``repeat``: the request's URL had failed before (a retry): the URL's problem, which
+        was counted against the host the first time, so the streak is left as it is; it
+        still fails a probe (a host that has served nothing since its back-off).
         """
         host = self.host(host_key)
         if host.estimate is self._prior:
             host.estimate = HostEstimate.new(self.params)
         host.estimate.observe_failure(self.params, elapsed=elapsed, timeout=timeout)
-        host.failures += 1
-        host.session_failures += 1
-        self.failures += 1
         self.estimates_changed(host)
+        host.session_failures += 1
+        if repeat:
+            self.repeat_failures += 1
+        else:
+            if not host.failures and not host.failed_sessions:
+                host.failing_since = self._clock()
+            host.failures += 1
+            self.failures += 1
         if host.busy or host.given_up:
             return  # done() decides, as usual
         # The failure arrived after done(): decide now what done() could not.
@@ -315,10 +333,16 @@ class TwoLevelFrontier:
             if limit_hit:
                 self._ready.remove(host)
                 self._end_session(host, failed=True)
-        elif host.sessions and not host.session_failed and (limit_hit or self._all_failed(host)):
+        elif host.sessions and not host.session_failed and (limit_hit or self._probe_failed(host)):
             # Its session already ended as if it had gone well: mark it failed after all.
             self._unrank(host)
             self._session_failed(host)
+
+    def backed_off(self, host_key: str) -> bool:
+        """Whether the host is failing as a whole: backed off (or probed) after a failed
+        session, and not given up. Its requests' failures are then the host's, not theirs."""
+        host = self._hosts.get(host_key)
+        return host is not None and host.failed_sessions > 0 and not host.given_up
 
     def set_estimate(self, host_key: str, estimate: HostEstimate) -> None:
         """Install a saved estimate (resuming a crawl)."""
@@ -484,9 +508,18 @@ class TwoLevelFrontier:
         self._rank(host)
 
     @staticmethod
-    def _all_failed(host: Host) -> bool:
-        """Every request of the host's current (or last) session has failed."""
-        return not host.session_ok and host.session_failures >= max(host.session_served, 1)
+    def _probe_failed(host: Host) -> bool:
+        """The host's current (or last) session was a probe after a back-off, and failed.
+
+        An ordinary session that ends with fewer failures than ``session_failures`` is not
+        failed, even if all of it failed: one URL that fails (and fails again when retried)
+        does not back off a host; the next URL that fails does.
+        """
+        return (
+            host.failed_sessions > 0
+            and not host.session_ok
+            and host.session_failures >= max(host.session_served, 1)
+        )
 
     def _unrank(self, host: Host) -> None:
         if host.rank_token >= 0:
@@ -501,15 +534,39 @@ class TwoLevelFrontier:
         host.failed_sessions += 1
         host.failures = 0  # each session after a back-off gets the full allowance again
         policy = self.failure_policy
-        if policy.gives_up(host.failed_sessions):
+        now = self._clock()
+        failing_for = now - host.failing_since
+        if policy.gives_up(host.failed_sessions, answered=host.answered, failing_for=failing_for):
             self._give_up(host)
             return
-        delay = policy.backoff_delay(host.failed_sessions)
-        if delay <= 0:
+        delay = policy.backoff_delay(host.failed_sessions, self._jitter())
+        if delay > 0:
+            self._park(host, now + delay, WAIT_BACKOFF)
+
+    def _keep_gap(self, host: Host, sent: float) -> None:
+        """After a response: the host's next request starts its least gap after ``sent``."""
+        gap = max(
+            self.min_gap if host.min_gap is None else host.min_gap,
+            host.estimate.refusal_gap,
+        )
+        if gap > 0:
+            self._park(host, sent + jittered(gap, self._jitter()), WAIT_DELAY)
+
+    def _park(self, host: Host, until: float, reason: str) -> None:
+        """Keep the host from being served before ``until`` (see the module docstring)."""
+        if until <= self._clock() or until <= host.retry_at:
             return
         # max() keeps retry_at truthy even on a clock that starts at 0.
-        host.retry_at = max(self._clock() + delay, 1e-9)
+        host.retry_at = max(until, 1e-9)
+        host.wait_reason = reason
         heapq.heappush(self._backoff, (host.retry_at, self._sequence.next(), host.key))
+        if host.busy:
+            return  # done() ends its session
+        if host.open:  # idle in its session: the wait ends it
+            self._ready.remove(host)
+            self._end_session(host)
+        else:
+            self._unrank(host)
 
     def _give_up(self, host: Host) -> None:
         host.given_up = True

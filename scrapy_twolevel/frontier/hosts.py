@@ -21,13 +21,16 @@ class Host:
     """
 
     __slots__ = (
+        "answered",
         "busy",
         "estimate",
         "failed_sessions",
+        "failing_since",
         "failures",
         "given_up",
         "key",
         "last_end",
+        "min_gap",
         "open",
         "paced_until",
         "previous_sent_at",
@@ -44,6 +47,7 @@ class Host:
         "session_served",
         "session_started",
         "sessions",
+        "wait_reason",
     )
 
     def __init__(self, key: str, queue: HostQueue, estimate: HostEstimate) -> None:
@@ -60,7 +64,11 @@ class Host:
         self.rank_key = 0.0  # -score of that entry: the same float object as in the heap
         self.failures = 0  # failed requests in a row
         self.failed_sessions = 0  # sessions in a row ended by failures
-        self.retry_at = 0.0  # > 0 while backed off: not ranked before this time
+        self.retry_at = 0.0  # > 0 while it must wait: not ranked before this time
+        self.wait_reason = ""  # why: WAIT_BACKOFF, WAIT_REFUSED or WAIT_DELAY
+        self.answered = False  # a request of it ever got a response (a refusal too)
+        self.failing_since = 0.0  # when its current streak of failures began
+        self.min_gap: float | None = None  # its own least gap between request starts
         self.given_up = False
         self.session_failures = 0  # failed requests in the current (or last) session
         self.session_ok = False  # a request of that session got a response
@@ -70,6 +78,14 @@ class Host:
         self.last_end: float | None = None  # when its last response arrived
         self.ready_at = 0.0  # its pace: the server holds a request sent before this time
         self.paced_until = 0.0  # > 0 while waiting out its pace: not ranked before this time
+
+
+#: Why a host waits until its ``retry_at``: its sessions failed (back-off), the server
+#: refused a request (429/503, ``Retry-After``), or its requests must start at least a gap
+#: apart (a learnt refusal gap, robots.txt ``Crawl-delay``, ``TWOLEVEL_HOST_DELAY``).
+WAIT_BACKOFF = "backoff"
+WAIT_REFUSED = "refused"
+WAIT_DELAY = "delay"
 
 
 @dataclass(frozen=True, slots=True)

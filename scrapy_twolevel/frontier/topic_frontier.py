@@ -321,9 +321,26 @@ class TopicFrontier:
         topic, host = split_lane(lane)
         self.frontiers[topic].observe(host, **observation)
 
-    def observe_failure(self, lane: str, *, elapsed: float, timeout: bool) -> None:
+    def observe_failure(
+        self, lane: str, *, elapsed: float, timeout: bool, repeat: bool = False
+    ) -> None:
         topic, host = split_lane(lane)
-        self.frontiers[topic].observe_failure(host, elapsed=elapsed, timeout=timeout)
+        self.frontiers[topic].observe_failure(host, elapsed=elapsed, timeout=timeout, repeat=repeat)
+
+    def observe_refusal(self, lane: str, *, retry_after: float | None) -> None:
+        """A refusal is the server's: the host waits in every topic."""
+        _, host = split_lane(lane)
+        for frontier in self.frontiers.values():
+            frontier.observe_refusal(host, retry_after=retry_after)
+
+    def backed_off(self, lane: str) -> bool:
+        topic, host = split_lane(lane)
+        return self.frontiers[topic].backed_off(host)
+
+    def set_min_gap(self, host: str, seconds: float) -> None:
+        """A host's least gap (its robots.txt ``Crawl-delay``) holds in every topic."""
+        for frontier in self.frontiers.values():
+            frontier.set_min_gap(host, seconds)
 
     def host(self, lane: str, queue_factory: Any = None) -> Host:
         topic, host = split_lane(lane)

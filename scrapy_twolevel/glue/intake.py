@@ -49,7 +49,8 @@ _AUTHORITY = re.compile(r"([A-Za-z][A-Za-z0-9+.\-]*)://(?:[^/?#]*@)?(\[[^/?#\]]*
 
 
 def split_host(url: str) -> tuple[str, str]:
-    """``(scheme, hostname)`` of a URL, lower-case; hostname ``""`` when there is none.
+    """``(scheme, hostname)`` of a URL, lower-case, without a trailing dot (the port is not
+    part of it: one server name, one lane); hostname ``""`` when there is none.
 
     One regular expression instead of ``urlparse_cached``, which would keep a parse
     result per pending request alive (RAM) and costs more CPU. Scrapy has already made
@@ -64,6 +65,8 @@ def split_host(url: str) -> tuple[str, str]:
         if host[-1:] != "]":
             raise ValueError(f"unbalanced '[' in the host of {url!r}")
         host = host[1:-1]
+    elif host[-1:] == "." and len(host) > 1:
+        host = host[:-1]  # "example.com." is the server "example.com": one lane, not two
     return match[1].lower(), host.lower()
 
 

@@ -65,15 +65,27 @@ class Reporter:
     def info(self, message: str, args: dict[str, Any] | None = None) -> None:
         logger.info(message, args or {}, extra={"spider": self.spider})
 
-    def host_given_up(self, host: str, dropped: int, failed_sessions: int) -> None:
+    def host_given_up(self, host: str, dropped: int) -> None:
         self.inc("twolevel/hosts_given_up")
         self.inc("twolevel/dropped/host_failed", dropped)
         self.warning(
-            "Host %(host)s failed %(sessions)d sessions in a row and is given up: "
-            "%(dropped)d queued requests dropped, later ones for it are dropped too "
-            "(twolevel/dropped/host_failed; TWOLEVEL_FAILED_SESSIONS sets when).",
-            {"host": host, "sessions": failed_sessions, "dropped": dropped},
+            "Host %(host)s is given up: %(dropped)d queued requests dropped, later ones for "
+            "it are dropped too (twolevel/dropped/host_failed). A host that never answered "
+            "is given up after TWOLEVEL_FAILED_SESSIONS failed sessions in a row, one that "
+            "answered before after failing for TWOLEVEL_GIVE_UP_AFTER seconds; set either "
+            "to 0 to keep failing hosts.",
+            {"host": host, "dropped": dropped},
         )
+
+    def crawl_delay(self, host: str, delay: float) -> None:
+        """Log once per host that its robots.txt ``Crawl-delay`` is honoured."""
+        if f"crawl_delay:{host}" not in self._warned:
+            self._warned.add(f"crawl_delay:{host}")
+            self.info(
+                "robots.txt of %(host)s asks for Crawl-delay: %(delay)s; its requests start "
+                "at least that far apart (TWOLEVEL_CRAWL_DELAY = False to ignore it).",
+                {"host": host, "delay": delay},
+            )
 
     def report_hosts(self, frontier: Frontier, top_hosts: int) -> None:
         """Frontier totals, and the estimates of the ``top_hosts`` most measured hosts."""
@@ -82,6 +94,12 @@ class Reporter:
         # of the dequeue time when sessions are short.
         self.set("twolevel/sessions", frontier.sessions_ended)
         self.set("twolevel/session_requests", frontier.session_requests)
+        refusing = sorted(
+            (h for h in frontier.hosts() if h.estimate.refusals), key=lambda h: -h.estimate.refusals
+        )
+        self.set("twolevel/hosts_refusing", len(refusing))
+        for host in refusing[:top_hosts]:  # where the refusals were, bounded like the rest
+            self.set(f"twolevel/host/{host.key}/refusals", host.estimate.refusals)
         top = sorted(frontier.hosts(), key=lambda h: -h.estimate.samples)
         for host in top[:top_hosts]:
             if not host.estimate.samples:

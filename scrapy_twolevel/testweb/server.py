@@ -18,6 +18,7 @@ installs a reactor (Scrapy must be free to install the asyncio one first).
 from __future__ import annotations
 
 import json
+import math
 import socket
 import time
 from collections import deque
@@ -32,7 +33,7 @@ from twisted.internet.protocol import Factory, Protocol
 from twisted.python.failure import Failure
 
 from .stats import HostStats, ResponseEvent, ServerStats, fetch_remote_stats
-from .web import CONTROL_ADDRESS, HostSpec, WebSpec
+from .web import BROKEN_PATH, CONTROL_ADDRESS, HostSpec, WebSpec
 
 __all__ = [
     "HostStats",
@@ -59,6 +60,8 @@ _REASONS = {
     404: "Not Found",
     405: "Method Not Allowed",
     421: "Misdirected Request",
+    429: "Too Many Requests",
+    503: "Service Unavailable",
 }
 
 
@@ -213,7 +216,11 @@ class _TestWebProtocol(Protocol):
                 self._server.stats.request_received(
                     self._host.index, self._server.clock(), request.host
                 )
-                if self._host.failure == "reset":
+                if (
+                    self._host.failure == "reset"
+                    or request.path == BROKEN_PATH
+                    or self._server.down(self._host)
+                ):
                     self._closing = True
                     self.transport.abortConnection()  # RST; connectionLost counts it aborted
                     return
@@ -330,7 +337,8 @@ class TestWebServer:
         self._reserved: list[socket.socket] = []
         self._protocols: set[_TestWebProtocol] = set()
         self._connection_ids = 0
-        #: While held, connections waiting to answer (see :meth:`hold`).
+        self._accepted_at: dict[int, float] = {}  # host -> its last accepted request
+        self._first_request_at: dict[int, float] = {}  # host -> its first request (outages)
         self._holding = False
         self._waiting: list[Callable[[], None]] = []
 
@@ -434,7 +442,12 @@ class TestWebServer:
         if request.host and request.host not in (host.address, *host.names):
             return _Answer(421, "text/plain", b"this address does not serve that host\n")
         if request.path == "/robots.txt":
-            return _Answer(200, "text/plain", _ROBOTS)
+            delay = f"Crawl-delay: {host.crawl_delay}\n" if host.crawl_delay else ""
+            return _Answer(200, "text/plain", _ROBOTS + delay.encode())
+        if host.min_interval:
+            refusal = self._refusal(host)
+            if refusal is not None:
+                return refusal
         page = self.web.page_by_address_path(host.address, request.path)
         if page is None:
             return _Answer(404, "text/plain", b"not found\n")
@@ -443,6 +456,28 @@ class TestWebServer:
             location = self.web.url(page.redirect_to, self._port)
             return _Answer(301, "text/html", body, page.id, (("Location", location),))
         return _Answer(200, "text/html; charset=utf-8", body, page.id)
+
+    def _refusal(self, host: HostSpec) -> _Answer | None:
+        """A refusal if the host's last accepted request was less than ``min_interval``
+        ago, else ``None`` (and this request is the last accepted)."""
+        now = self.clock()
+        last = self._accepted_at.get(host.index)
+        if last is not None and now - last < host.min_interval:
+            extra: tuple[tuple[str, str], ...] = ()
+            if host.retry_after:
+                wait = max(1, math.ceil(last + host.min_interval - now))
+                extra = (("Retry-After", str(wait)),)
+            return _Answer(host.refusal_status, "text/plain", b"too many requests\n", None, extra)
+        self._accepted_at[host.index] = now
+        return None
+
+    def down(self, host: HostSpec) -> bool:
+        """Whether ``host`` is in its outage (timed from its first request)."""
+        if not host.outage_length:
+            return False
+        now = self.clock()
+        first = self._first_request_at.setdefault(host.index, now)
+        return host.outage_start <= now - first < host.outage_start + host.outage_length
 
     def hold(self, on: bool) -> None:
         """Hold every host's answers (``True``) or answer the held ones and go on."""

@@ -43,6 +43,8 @@ class HostStats:
     responses_total: int = 0
     #: Requests received but never answered because the connection closed first.
     requests_aborted: int = 0
+    #: Requests refused for coming too soon (429 or 503, see ``HostSpec.min_interval``).
+    refusals: int = 0
     #: Responses per path (any method, any status).
     paths: dict[str, int] = field(default_factory=dict)
     #: Requests per name in their ``Host`` header (port left out; "" when absent): shows
@@ -170,6 +172,7 @@ class ServerStats:
         for h in self._each(event.host):
             h.requests_in_flight -= 1
             h.responses_total += 1
+            h.refusals += event.status in (429, 503)
             h.paths[event.path] = h.paths.get(event.path, 0) + 1
         self.events.append(event)
 

@@ -10,8 +10,10 @@ for the server's control endpoint. The server tells hosts apart by the address a
 arrived on, so a host may also be addressed by names (``h3.testweb.test`` and aliases, see
 :func:`host_name`) that :mod:`.resolver` maps to its address inside a crawl.
 
-Besides plain pages, a web can hold hosts that fail (:data:`FAILURES`) and pages that
-redirect to another host (``/r/{k}``), so a scheduler can be tested against both.
+Besides plain pages, a web can hold hosts that fail (:data:`FAILURES`), hosts that refuse
+requests that come too fast (429 or 503 with ``Retry-After``), hosts that go down for a
+while in the middle of a crawl, and pages that redirect to another host (``/r/{k}``), so a
+scheduler can be tested against each.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from typing import Any
 from ..frontier.host_keys import is_ip
 
 __all__ = [
+    "BROKEN_PATH",
     "CONTROL_ADDRESS",
     "FAILURES",
     "HostProfile",
@@ -42,6 +45,9 @@ __all__ = [
 
 #: The address of the control endpoint (``/_stats``); never used by a host.
 CONTROL_ADDRESS = "127.0.0.1"
+#: A path on any host whose request the server aborts (TCP RST): one broken URL on a host
+#: that serves its other pages.
+BROKEN_PATH = "/_broken"
 
 #: How a host can fail, as the server simulates it:
 #:
@@ -59,6 +65,17 @@ _NAME_SUFFIX = ".testweb.test"
 
 _MAX_HOSTS = 250 * 254  # third octet 1..254, fourth octet 1..250
 _NAME = re.compile(r"^[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*$")
+
+
+def _check_limits(spec: HostProfile | HostSpec, what: str) -> None:
+    if min(spec.min_interval, spec.outage_start, spec.outage_length, spec.crawl_delay) < 0:
+        raise ValueError(f"{what}: min_interval, the outage and crawl_delay must be >= 0")
+    if spec.refusal_status not in REFUSAL_STATUSES:
+        raise ValueError(f"{what}: refusal_status must be one of {REFUSAL_STATUSES}")
+
+
+#: The statuses a rate-limited host refuses with.
+REFUSAL_STATUSES = (429, 503)
 
 
 def _check_failure(failure: str | None, what: str) -> None:
@@ -105,9 +122,16 @@ class HostProfile:
     http10: bool = False
     quality_scale: float = 1.0
     failure: str | None = None
+    min_interval: float = 0.0
+    refusal_status: int = 429
+    retry_after: bool = True
+    outage_start: float = 0.0
+    outage_length: float = 0.0
+    crawl_delay: float = 0.0
 
     def __post_init__(self) -> None:
         _check_failure(self.failure, "HostProfile")
+        _check_limits(self, "HostProfile")
         if self.connect_delay < 0 or self.response_delay < 0:
             raise ValueError(f"delays must be >= 0, got {self!r}")
         if self.max_requests_per_connection < 1:
@@ -142,6 +166,18 @@ class HostSpec:
     #: More names for the same address (needs ``hostname``): one server host that a crawler
     #: keying hosts by name sees as several, and by IP as one.
     aliases: tuple[str, ...] = ()
+    #: Seconds the host wants between two requests it accepts; a request that comes sooner
+    #: gets ``refusal_status`` (429 or 503), with ``Retry-After`` (whole seconds until it
+    #: would be accepted, at least 1) if ``retry_after``. 0: no limit.
+    min_interval: float = 0.0
+    refusal_status: int = 429
+    retry_after: bool = True
+    #: The host goes down ``outage_start`` seconds after its first request, for
+    #: ``outage_length`` seconds: it resets every connection as a request arrives.
+    outage_start: float = 0.0
+    outage_length: float = 0.0
+    #: ``Crawl-delay`` in the host's robots.txt (0: none).
+    crawl_delay: float = 0.0
 
     def __post_init__(self) -> None:
         if self.http10 and self.max_requests_per_connection != 1:
@@ -149,6 +185,7 @@ class HostSpec:
         if self.max_requests_per_connection < 1:
             raise ValueError(f"host {self.index}: max_requests_per_connection must be >= 1")
         _check_failure(self.failure, f"host {self.index}")
+        _check_limits(self, f"host {self.index}")
         if self.aliases and self.hostname is None:
             raise ValueError(f"host {self.index}: aliases need a hostname")
         for name in self.names if self.hostname is not None else ():
@@ -468,6 +505,12 @@ def generate_web(
             max_requests_per_connection=p.max_requests_per_connection,
             http10=p.http10,
             failure=p.failure,
+            min_interval=p.min_interval,
+            refusal_status=p.refusal_status,
+            retry_after=p.retry_after,
+            outage_start=p.outage_start,
+            outage_length=p.outage_length,
+            crawl_delay=p.crawl_delay,
             hostname=host_name(i) if hostnames else None,
             aliases=tuple(host_name(i, j) for j in range(1, (aliases or {}).get(i, 0) + 1)),
         )

@@ -1,0 +1,65 @@
+"""What the scheduler asks of a frontier, whichever it is: one two-level frontier, or one
+per topic behind the same interface. The glue is written against this protocol only.
+
+Pure module: no Scrapy, no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from .estimates import HostEstimate
+    from .hosts import Host
+
+
+class Frontier(Protocol):
+    """What the scheduler asks of a frontier: :class:`TwoLevelFrontier`, or
+    :class:`~.topic_frontier.TopicFrontier` (one per topic behind the same interface).
+
+    Its keys are *lanes*: a host key, or ``topic_lane(topic, host)`` with topics.
+    """
+
+    def push(self, lane: str, quality: float, item: Any) -> bool: ...
+
+    def pop(self) -> tuple[str, Any] | None: ...
+
+    def done(self, lane: str) -> None: ...
+
+    def observe(self, lane: str, **observation: Any) -> None: ...
+
+    def observe_failure(
+        self, lane: str, *, elapsed: float, timeout: bool, repeat: bool = False
+    ) -> None: ...
+
+    def observe_refusal(self, lane: str, *, retry_after: float | None) -> None: ...
+
+    def set_min_gap(self, host: str, seconds: float) -> None: ...
+
+    def backed_off(self, lane: str) -> bool: ...
+
+    def host(self, lane: str, queue_factory: Any = None) -> Host: ...
+
+    def set_estimate(self, host: str, estimate: HostEstimate) -> None: ...
+
+    def restore(self, lanes: Iterable[str], max_seq: int) -> None: ...
+
+    def now(self) -> float: ...
+
+    def next_retry_at(self) -> float | None: ...
+
+    def hosts(self) -> Iterator[Host]: ...
+
+    def __len__(self) -> int: ...
+
+    @property
+    def host_count(self) -> int: ...
+
+    @property
+    def sessions_ended(self) -> int: ...
+
+    @property
+    def session_requests(self) -> int: ...
+
+    def close(self) -> None: ...

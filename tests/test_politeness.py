@@ -1,0 +1,163 @@
+"""Hosts that must wait in the pure frontier: refusals (429/503, Retry-After), the refusal
+gap learnt from them, and a least gap between request starts (Crawl-delay, host delay).
+
+Every expected number is worked out by hand from ``HostEstimate.observe_refusal``
+(``REFUSAL_GAP_MIN`` 0.5 s, ``REFUSAL_GROW`` 1.5, ``REFUSAL_SHRINK`` 0.98).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from scrapy_twolevel.frontier import BreadthFirst, CostParams, HostEstimate, TwoLevelFrontier
+from scrapy_twolevel.frontier.failures import FailurePolicy
+from scrapy_twolevel.frontier.hosts import WAIT_DELAY, WAIT_REFUSED
+
+PARAMS = CostParams()
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def frontier(**kwargs):
+    clock = FakeClock()
+    f = TwoLevelFrontier(
+        BreadthFirst(),
+        PARAMS,
+        4,
+        failures=FailurePolicy(session_failures=2, backoff=10.0, backoff_max=25.0),
+        clock=clock,
+        jitter=kwargs.pop("jitter", lambda: 0.0),
+        **kwargs,
+    )
+    return f, clock
+
+
+def answer(f, host):
+    f.observe(
+        host, latency=0.01, new_connection=False, served_on_connection=2, closed_by_server=False
+    )
+    f.done(host)
+
+
+def refuse(f, host, retry_after):
+    f.observe_refusal(host, retry_after=retry_after)
+    f.done(host)
+
+
+def test_refusal_gap_grows_on_refusal_and_shrinks_on_responses():
+    est = HostEstimate.new(PARAMS)
+    est.observe_refusal(None)
+    assert (est.refusals, est.refusal_gap) == (1, 0.5)  # max(0 * 1.5, 0, 0.5)
+    est.observe_refusal(0.2)
+    assert est.refusal_gap == pytest.approx(0.75)  # max(0.5 * 1.5, 0.2, 0.5)
+    est.observe_refusal(2.0)
+    assert est.refusal_gap == 2.0  # the refused request came 2 s after the one before
+    est.observe(
+        PARAMS, latency=0.01, new_connection=False, served_on_connection=2, closed_by_server=False
+    )
+    assert est.refusal_gap == pytest.approx(1.96)  # 2.0 * 0.98
+    restored = HostEstimate.from_dict(est.to_dict())
+    assert (restored.refusals, restored.refusal_gap) == (3, pytest.approx(1.96))
+
+
+def test_a_refused_host_waits_for_retry_after_then_keeps_its_gap():
+    f, clock = frontier()
+    for i in range(5):
+        f.push("h", 1.0, i)
+    f.push("other", 1.0, "o")
+    assert f.pop() == ("h", 0)
+    refuse(f, "h", retry_after=2.0)  # gap 0.5; Retry-After says 2 s from now
+    host = f.host("h")
+    assert (host.retry_at, host.wait_reason) == (102.0, WAIT_REFUSED)
+    assert f.refusals == 1 and host.estimate.refusals == 1
+    assert f.pop() == ("other", "o")  # the other host is served meanwhile
+    f.done("other")
+    assert f.pop() is None and f.next_retry_at() == 102.0
+    clock.now = 101.99
+    assert f.pop() is None
+    clock.now = 102.0
+    assert f.pop() == ("h", 1)
+    clock.now = 102.1
+    answer(f, "h")  # gap 0.5 * 0.98 = 0.49 from the start at 102.0
+    assert (host.retry_at, host.wait_reason) == (pytest.approx(102.49), WAIT_DELAY)
+    assert f.pop() is None
+    clock.now = 102.49
+    assert f.pop() == ("h", 2)
+    refuse(f, "h", retry_after=None)  # refused 0.49 s after the last start
+    # gap max(0.49 * 1.5, 0.49, 0.5) = 0.735 from its start at 102.49
+    assert host.retry_at == pytest.approx(102.49 + 0.735)
+    assert host.estimate.refusal_gap == pytest.approx(0.735)
+
+
+def test_retry_after_longer_than_the_gap_wins_and_a_shorter_one_does_not_shorten_it():
+    f, clock = frontier()
+    for i in range(3):
+        f.push("h", 1.0, i)
+    f.pop()
+    refuse(f, "h", retry_after=0.1)  # Retry-After 0.1 s, but the gap is 0.5 s
+    assert f.host("h").retry_at == 100.5
+    clock.now = 100.5
+    f.pop()
+    refuse(f, "h", retry_after=60.0)
+    assert f.host("h").retry_at == 160.5
+
+
+def test_a_refusal_ends_the_failure_streaks_the_server_is_up():
+    f, _ = frontier()
+    for i in range(5):
+        f.push("h", 1.0, i)
+    f.pop()
+    f.observe_failure("h", elapsed=0.01, timeout=False)
+    f.done("h")
+    assert f.host("h").failures == 1
+    f.pop()
+    refuse(f, "h", retry_after=1.0)
+    host = f.host("h")
+    assert (host.failures, host.failed_sessions, host.answered) == (0, 0, True)
+
+
+def test_a_refusal_reported_after_done_still_parks_the_host():
+    """Outcomes may arrive after done(): the host, idle in its session, waits all the same."""
+    f, clock = frontier()
+    f.set_estimate("h", HostEstimate(0.1, 0.1, 10.0))  # sessions of several requests
+    for i in range(5):
+        f.push("h", 1.0, i)
+    f.pop()
+    f.done("h")  # idle in its session, ready for its next request
+    f.observe_refusal("h", retry_after=5.0)
+    assert f.pop() is None  # not served from its session: it waits
+    assert f.host("h").open is False and f.next_retry_at() == 105.0
+    clock.now = 105.0
+    assert f.pop() == ("h", 1)
+
+
+def test_least_gap_from_settings_and_per_host_crawl_delay():
+    f, clock = frontier(min_gap=1.0)
+    for i in range(3):
+        f.push("a", 1.0, i)
+        f.push("b", 1.0, i)
+    f.set_min_gap("b", 3.0)  # robots.txt Crawl-delay: 3
+    assert f.pop() == ("a", 0)
+    assert f.pop() == ("b", 0)
+    clock.now = 100.2
+    answer(f, "a")
+    answer(f, "b")
+    assert f.host("a").retry_at == 101.0  # the started request + 1 s
+    assert f.host("b").retry_at == 103.0
+    clock.now = 101.0
+    assert f.pop() == ("a", 1) and f.pop() is None
+
+
+def test_gap_waits_are_lengthened_by_jitter_never_shortened():
+    f, _ = frontier(min_gap=2.0, jitter=lambda: 0.5)
+    f.push("a", 1.0, 0)
+    f.push("a", 1.0, 1)
+    f.pop()
+    answer(f, "a")
+    assert f.host("a").retry_at == pytest.approx(102.1)  # 2 * (1 + 0.1 * 0.5)
