@@ -23,6 +23,9 @@ SENT_AT = "twolevel_sent_at"
 FAILED_BEFORE = "twolevel_failed_before"
 #: Times the request was refused (429/503) and sent again by the middleware.
 REFUSALS = "twolevel_refusals"
+#: Times the request failed at a backed-off host and was sent back to its queue: it then
+#: queues behind the host's other requests, so the next probe tries another URL.
+REQUEUED = "twolevel_requeued"
 #: Set by the spider on seed requests: ``True`` (key from the URL) or the seed key.
 SEED = "twolevel_seed"
 #: Set by the scheduler on each fetch of a seed: ``[seed_key, fetch_id]``.

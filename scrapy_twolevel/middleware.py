@@ -58,13 +58,24 @@ TIMEOUTS: tuple[type[BaseException], ...] = (
         else ()
     ),
 )
+#: Exceptions that mean "could not reach the host": refused, DNS, TCP connect timeout
+#: (Scrapy 2.19 wraps the first two in its own exceptions).
+UNREACHABLE: tuple[type[BaseException], ...] = (
+    net_error.ConnectError,
+    net_error.DNSLookupError,
+    *(
+        getattr(scrapy_exceptions, name)
+        for name in ("DownloadConnectionRefusedError", "CannotResolveHostError")
+        if hasattr(scrapy_exceptions, name)
+    ),
+)
 
 
 def failure_kind(exception: BaseException) -> str:
     """:data:`DOWN` (could not connect: refused, DNS, connect timeout), :data:`SLOW` (a
     timeout once connected) or :data:`BROKEN` (anything else: a reset or aborted
     connection, a response cut short)."""
-    if isinstance(exception, net_error.ConnectError):  # refused, DNS, TCP connect timeout
+    if isinstance(exception, UNREACHABLE):
         return DOWN
     if isinstance(exception, TIMEOUTS):
         return SLOW
@@ -243,8 +254,9 @@ class HostMetricsMiddleware:
         """A failed request leaves no usable connection behind, and costs the host.
 
         If the scheduler says the host is backed off (it fails as a whole), the request goes
-        back to it as it is: RetryMiddleware's attempts are for URLs that fail on a host
-        that works, and a host that is down for a while must not cost its URLs.
+        back to it without using up an attempt: RetryMiddleware's attempts are for URLs that
+        fail on a host that works, and a host that is down for a while must not cost its
+        URLs.
         """
         host = self._host(request)
         if host is None:
@@ -273,7 +285,11 @@ class HostMetricsMiddleware:
         )
         if self._keeps and any(answer is True for _, answer in answers):
             self._stats.inc_value("twolevel/failures/sent_again")
-            return request.replace(dont_filter=True)
+            again = request.replace(dont_filter=True)
+            # Queued behind the host's other requests (see Intake.quality): its next probe
+            # tries another of its URLs, so one broken URL cannot be probed for ever.
+            again.meta[meta_keys.REQUEUED] = request.meta.get(meta_keys.REQUEUED, 0) + 1
+            return again
         return None
 
 

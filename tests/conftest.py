@@ -28,7 +28,10 @@ LAYERS = {
         "store_contract topics"
     ),
     "glue": "config dupefilter packaging scheduler_contract",
-    "crawl": "crash crawl example_project recrawl_crawl startup testweb testweb_cli topics_crawl",
+    "crawl": (
+        "crash crawl example_project politeness_crawl recrawl_crawl startup testweb "
+        "testweb_cli topics_crawl"
+    ),
     "redis": (
         "cluster distributed_crawl distributed_history distributed_recrawl inbox node "
         "registry seen_log"

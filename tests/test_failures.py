@@ -14,6 +14,7 @@ from scrapy_twolevel.frontier import (
     CrawlCapability,
     HostEstimate,
     PerformanceFirst,
+    QualityFirst,
     TwoLevelFrontier,
 )
 from scrapy_twolevel.frontier.failures import FailurePolicy
@@ -195,10 +196,10 @@ def test_one_failed_url_does_not_back_off_its_host_the_next_one_does():
 
 
 def test_a_url_that_fails_again_counts_once_against_its_host():
-    """RetryMiddleware's retries of one broken URL: the URL's problem, not the host's."""
+    """RetryMiddleware's retries of a host's only URL: Scrapy retries at once, and nobody
+    can tell the URL's fault from the host's, so the host is not backed off."""
     f, _, given_up = frontier()
-    for i in range(3):
-        f.push("h", 1.0, i)
+    f.push("h", 1.0, "u")
     f.pop()
     fail(f, "h")  # the URL's first failure: streak 1
     for _ in range(5):  # its retries (pushed back by RetryMiddleware) fail again
@@ -209,6 +210,20 @@ def test_a_url_that_fails_again_counts_once_against_its_host():
     assert (host.failures, f.failed_sessions, f.repeat_failures) == (1, 0, 5)
     assert f.next_retry_at() is None and given_up == []
     assert f.host("h").estimate.outcome_samples == 6  # the estimate learns from all six
+
+
+def test_a_url_failing_again_before_the_hosts_other_urls_counts():
+    """A host that went down: its best URL fails, and its retry fails before any other
+    URL of the host was tried: that is the host's second failure in a row."""
+    f, clock, _ = frontier(QualityFirst())
+    for i in range(3):
+        f.push("h", 1.0, f"u{i}")
+    f.pop()
+    fail(f, "h")
+    f.push("h", 5.0, "retry")  # ahead of the others
+    assert f.pop() == ("h", "retry")
+    fail(f, "h", repeat=True)
+    assert f.failed_sessions == 1 and f.next_retry_at() == clock.now + 10.0
 
 
 def test_a_host_that_answered_is_kept_until_give_up_after_then_given_up():

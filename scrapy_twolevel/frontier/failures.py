@@ -6,8 +6,10 @@ into the host's estimates (see :meth:`HostEstimate.observe_failure`), and this p
 decides the rest:
 
 * failures are judged where they belong: a URL that fails again (a retry of a URL that
-  already failed) counts once against its host, so one broken URL does not back off or
-  give up a host that serves the others;
+  already failed) while nothing else of its host is queued counts once against its host,
+  so a host that serves its other pages is not given up for one broken URL, and a host
+  with one URL is retried at once as Scrapy does; with other URLs waiting, failing again
+  before any of them counts (a host that went down);
 * a session ends early after ``session_failures`` failures (of different URLs) in a row,
   and a probe (the one-request session after a back-off) that fails counts as failed too;
 * such a *failed session* backs the host off for ``backoff * 2**(n - 1)`` seconds (``n``

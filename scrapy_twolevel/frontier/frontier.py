@@ -271,7 +271,10 @@ class TwoLevelFrontier:
         host.answered = True
         host.session_ok = True
         self.estimates_changed(host)
-        self._keep_gap(host, sent)
+        # The gap counts from when the request really went out: the downloader may have
+        # held it after the frontier handed it out (robots.txt first, DOWNLOAD_DELAY).
+        elapsed = observation.get("elapsed")
+        self._keep_gap(host, sent if elapsed is None else max(sent, now - elapsed))
 
     def observe_refusal(self, host_key: str, *, retry_after: float | None) -> None:
         """The host refused a request (429, 503): park it until ``retry_after`` seconds
@@ -308,9 +311,10 @@ class TwoLevelFrontier:
         """Fold a failed request into the host's estimates and its failure streak.
 
         See :meth:`HostEstimate.observe_failure`; call :meth:`done` afterwards as usual.
-        ``repeat``: the request's URL had failed before (a retry): the URL's problem, which
-        was counted against the host the first time, so the streak is left as it is; it
-        still fails a probe (a host that has served nothing since its back-off).
+        ``repeat``: the request's URL had failed before (a retry). With nothing else of the
+        host queued that may be the URL's problem alone (and Scrapy retries it at once), so
+        the streak is left as it is; with other URLs waiting, failing again before any of
+        them is the host's too (a host that went down). A repeat still fails a probe.
         """
         host = self.host(host_key)
         if host.estimate is self._prior:
@@ -318,9 +322,8 @@ class TwoLevelFrontier:
         host.estimate.observe_failure(self.params, elapsed=elapsed, timeout=timeout)
         self.estimates_changed(host)
         host.session_failures += 1
-        if repeat:
-            self.repeat_failures += 1
-        else:
+        self.repeat_failures += repeat
+        if not repeat or len(host.queue):
             if not host.failures and not host.failed_sessions:
                 host.failing_since = self._clock()
             host.failures += 1

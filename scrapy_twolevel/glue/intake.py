@@ -106,6 +106,11 @@ def mark_host(request: Request, host: str) -> None:
         meta.pop(meta_keys.USER_SLOT, None)
 
 
+#: Quality taken off a request per time it was sent back from a backed-off host: more than
+#: any quality in use (Scrapy priorities are small integers; the test web's reach 10**6).
+REQUEUED_PENALTY = 1e15
+
+
 def make_quality(spec: str) -> Callable[[Request], float]:
     """Return ``request -> quality`` for a validated ``TWOLEVEL_QUALITY`` value.
 
@@ -182,7 +187,12 @@ class Intake:
             return PLAIN_LANE
 
     def quality(self, request: Request) -> float:
-        """``TWOLEVEL_QUALITY`` of ``request``; 0 when it gives no finite number."""
+        """``TWOLEVEL_QUALITY`` of ``request``; 0 when it gives no finite number.
+
+        A request sent back after failing at a backed-off host (``twolevel_requeued``) is
+        ranked below every ordinary one (``REQUEUED_PENALTY`` per time): a host's probe
+        must try its other URLs before a URL that may be broken.
+        """
         try:
             quality = self.quality_of(request)
         except Exception:  # user code (TWOLEVEL_QUALITY) can raise anything
@@ -193,7 +203,10 @@ class Intake:
                 "TWOLEVEL_QUALITY gave no finite number for %(request)s; using 0.",
                 request,
             )
-            return 0.0
+            quality = 0.0
+        requeued = peek_meta(request).get(meta_keys.REQUEUED)
+        if requeued:
+            quality -= REQUEUED_PENALTY * requeued
         return quality
 
     def push(self, lane: str, quality: float, item: Any, request: Request) -> bool:

@@ -1,0 +1,156 @@
+"""Integration: politeness that listens, in real crawls of the local test web.
+
+Hosts that refuse requests coming faster than their rate (429 or 503, with or without
+``Retry-After``), a host that goes down mid-crawl and comes back, one broken URL on a host
+that serves the rest, and a robots.txt ``Crawl-delay``. The server counts what the crawler
+did to each host, so refusals, politeness and lost pages are judged from its side.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+from crawl_helpers import crawl, free_port
+
+from scrapy_twolevel.testweb import BROKEN_PATH, HostProfile, generate_web, host_address
+
+TWOLEVEL = {
+    "SCHEDULER": "scrapy_twolevel.scheduler.TwoLevelScheduler",
+    "DOWNLOADER_MIDDLEWARES": {"scrapy_twolevel.middleware.HostMetricsMiddleware": 950},
+    "CONCURRENT_REQUESTS": 4,
+}
+#: Failure handling scaled to a crawl of seconds (the defaults suit crawls of hours).
+FAST_FAILURES = {
+    "DOWNLOAD_TIMEOUT": 1,
+    "TWOLEVEL_BACKOFF": 0.2,
+    "TWOLEVEL_BACKOFF_MAX": 0.4,
+}
+
+
+def assert_every_page_once_and_polite(result, web):
+    assert result.server.fetch_counts() == {page: 1 for page in web.reachable()}
+    in_flight = result.server.max_concurrent_requests_per_host()
+    assert max(in_flight.values()) == 1, in_flight
+
+
+def rate_limited_web(status, retry_after):
+    limited = HostProfile(
+        connect_delay=0.002,
+        response_delay=0.005,
+        max_requests_per_connection=50,
+        min_interval=0.2,
+        refusal_status=status,
+        retry_after=retry_after,
+    )
+    return generate_web(4, 10, seed=5, host_profiles=[limited] * 4)
+
+
+@pytest.mark.parametrize(("status", "retry_after"), [(429, True), (503, False)])
+def test_refusing_hosts_are_paced_and_lose_no_page(tmp_path, status, retry_after):
+    """The first refusal parks the host (Retry-After: 1 s, or the learnt gap) and sets its
+    gap to 0.5 s (REFUSAL_GAP_MIN), above the server's 0.2 s; ten pages shrink it by 0.98
+    each, to 0.41 s at least: no second refusal. The refused request is sent again by the
+    middleware, so RetryMiddleware never retries one."""
+    web = rate_limited_web(status, retry_after)
+    result = crawl(tmp_path, web, TWOLEVEL)
+    assert_every_page_once_and_polite(result, web)
+    stats = result.crawl_stats
+    refused = {i: h.refusals for i, h in result.server.hosts.items()}
+    assert all(1 <= n <= 2 for n in refused.values()), refused
+    assert stats["twolevel/refusals"] == sum(refused.values())
+    assert stats[f"twolevel/refusals/{status}"] == sum(refused.values())
+    assert stats["twolevel/refusals/sent_again"] == sum(refused.values())
+    assert stats["twolevel/hosts_refusing"] == len(web.hosts)
+    assert "retry/count" not in stats  # no attempt of RetryMiddleware's was used
+
+
+def test_refusals_passed_on_after_the_refusal_retries(tmp_path):
+    """TWOLEVEL_REFUSAL_RETRIES=0: the host still waits, but a refusal goes on to
+    RetryMiddleware as in stock Scrapy."""
+    web = rate_limited_web(429, True)
+    result = crawl(tmp_path, web, {**TWOLEVEL, "TWOLEVEL_REFUSAL_RETRIES": 0})
+    stats = result.crawl_stats
+    assert "twolevel/refusals/sent_again" not in stats
+    assert stats["retry/count"] == stats["twolevel/refusals"] >= len(web.hosts)
+    assert max(result.server.max_concurrent_requests_per_host().values()) == 1
+
+
+def outage_web():
+    steady = HostProfile(connect_delay=0.002, response_delay=0.01, max_requests_per_connection=50)
+    # Host 0 resets every request for 2 s, from 0.3 s after its first request; its 30 pages
+    # at 30 ms each take longer than 0.3 s, so the outage comes mid-crawl.
+    down = HostProfile(
+        connect_delay=0.002,
+        response_delay=0.03,
+        max_requests_per_connection=50,
+        outage_start=0.3,
+        outage_length=2.0,
+    )
+    return generate_web(3, 30, seed=7, host_profiles=[down, steady, steady])
+
+
+def test_a_host_down_for_a_while_mid_crawl_loses_no_page(tmp_path):
+    """It answered before, so it is kept (TWOLEVEL_GIVE_UP_AFTER) and probed; the requests
+    that fail while it is backed off go back to its queue without using up an attempt."""
+    web = outage_web()
+    result = crawl(tmp_path, web, {**TWOLEVEL, **FAST_FAILURES, "TWOLEVEL_GIVE_UP_AFTER": 30})
+    assert_every_page_once_and_polite(result, web)
+    stats = result.crawl_stats
+    assert stats["twolevel/failures/broken"] >= 2  # the outage was seen
+    assert stats["twolevel/failures/sent_again"] >= 1
+    assert "twolevel/hosts_given_up" not in stats
+
+
+def test_a_host_failing_longer_than_give_up_after_is_given_up(tmp_path):
+    """The same outage against TWOLEVEL_GIVE_UP_AFTER=0.5: now it is given up, and its
+    queue dropped and counted (the contrast that shows the setting decides)."""
+    web = outage_web()
+    result = crawl(tmp_path, web, {**TWOLEVEL, **FAST_FAILURES, "TWOLEVEL_GIVE_UP_AFTER": 0.5})
+    stats = result.crawl_stats
+    assert stats["twolevel/hosts_given_up"] == 1
+    fetched = result.server.fetch_counts()
+    lost = web.reachable() - set(fetched)
+    assert lost and {web.pages[p].host for p in lost} == {0}
+
+
+def test_one_broken_url_does_not_give_its_host_up(tmp_path):
+    """/_broken resets its connection on every attempt: under the old rules its three
+    failed one-request sessions gave the host up (TWOLEVEL_FAILED_SESSIONS=3) and dropped
+    the host's other pages; now a retry's failure counts against the host only when it
+    came before the host's other URLs, and the host serves the rest."""
+    web = generate_web(
+        2, 10, seed=3, host_profiles=[HostProfile(connect_delay=0.002, response_delay=0.005)] * 2
+    )
+    port = free_port()
+    broken = f"http://{host_address(0)}:{port}{BROKEN_PATH}"
+    result = crawl(tmp_path, web, {**TWOLEVEL, **FAST_FAILURES}, port=port, extra_seeds=[broken])
+    assert_every_page_once_and_polite(result, web)
+    stats = result.crawl_stats
+    # Its three attempts (RETRY_TIMES=2), and one more each time it failed while its host
+    # was backed off (sent back without using an attempt, behind the host's other URLs).
+    again = stats.get("twolevel/failures/sent_again", 0)
+    assert stats["twolevel/failures/broken"] == 3 + again
+    assert stats["twolevel/failures/repeat"] == 2 + again
+    assert stats["retry/count"] == 2  # RetryMiddleware did its usual work on the URL
+    assert "twolevel/hosts_given_up" not in stats
+
+
+def test_robots_crawl_delay_spaces_that_hosts_requests(tmp_path):
+    fast = HostProfile(connect_delay=0.002, response_delay=0.005, max_requests_per_connection=50)
+    delayed = HostProfile(
+        connect_delay=0.002, response_delay=0.005, max_requests_per_connection=50, crawl_delay=0.3
+    )
+    web = generate_web(2, 8, seed=2, n_seeds=2, host_profiles=[delayed, fast])
+    result = crawl(tmp_path, web, {**TWOLEVEL, "ROBOTSTXT_OBEY": True})
+    assert_every_page_once_and_polite(result, web)
+    assert result.crawl_stats["twolevel/crawl_delay_hosts"] == 1
+
+    def gaps(host):
+        times = [e.time for e in result.server.events if e.host == host and e.page_id is not None]
+        return [b - a for a, b in itertools.pairwise(times)]
+
+    # 0.3 s between request starts; the server times its responses, and a new connection
+    # adds 2 ms to one of them (connect_delay), loopback a few more
+    assert min(gaps(0)) >= 0.28
+    assert min(gaps(1)) < 0.3  # the other host is not held to it
