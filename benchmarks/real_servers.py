@@ -119,8 +119,17 @@ def run_regime(
     window: float | None,
     workdir: Path,
     clock: report.Clock,
+    *,
+    rate_scale: float | None = None,
+    refuse: bool = False,
 ) -> dict[str, Any]:
-    profiles = [p.scaled(REGIMES[regime]) for p in servers.draw_profiles(len(sites), seed)]
+    """Crawl the corpus with each variant against a fresh nginx; judge each from its log.
+
+    ``rate_scale`` defaults to the regime's; ``refuse``: hosts answer 429 + Retry-After to
+    requests faster than their rate instead of holding them (:mod:`host_health`).
+    """
+    scale = REGIMES[regime] if rate_scale is None else rate_scale
+    profiles = [p.scaled(scale) for p in servers.draw_profiles(len(sites), seed)]
     quality = {
         p.address: {page: v[0] for page, v in data["sites"][s.name]["pages"].items()}
         for s, p in zip(sites, profiles, strict=True)
@@ -135,7 +144,7 @@ def run_regime(
     runs: dict[str, Any] = {}
     for variant in variants:
         rundir = workdir / regime / variant
-        with servers.Nginx(rundir, sites, profiles) as nginx:
+        with servers.Nginx(rundir, sites, profiles, refuse) as nginx:
             clock.log(f"{regime}: {variant} ...")
             cpu_before = nginx.cpu_seconds()
             result = run_crawl(

@@ -9,6 +9,8 @@ drawn per host from a seeded distribution (:func:`draw_profiles`):
   ``limit_req`` in delay mode (``burst=100``, no ``nodelay``): requests that come faster
   than the rate are held by the server until their turn, as polite servers (and CDNs in
   front of them) do, not refused;
+  (with ``refuse=True`` the same rate refuses instead: no burst, excess answered ``429``
+  with ``Retry-After``, the whole seconds of the host's request interval, at least 1);
 - a keep-alive limit (``keepalive_requests``): 1, 10 or 100 requests per connection;
 - for a third of the hosts, a bandwidth cap (``limit_rate``), log-uniform in
   ``BANDWIDTH_RANGE`` bytes per second, so large pages take long.
@@ -85,7 +87,12 @@ def draw_profiles(n_hosts: int, seed: int) -> list[HostProfile]:
 
 
 def nginx_config(
-    workdir: Path, port: int, sites: list[Site], profiles: list[HostProfile], log: Path
+    workdir: Path,
+    port: int,
+    sites: list[Site],
+    profiles: list[HostProfile],
+    log: Path,
+    refuse: bool = False,
 ) -> str:
     zones, servers = [], []
     for i, (site, p) in enumerate(zip(sites, profiles, strict=True)):
@@ -94,13 +101,26 @@ def nginx_config(
             f"    limit_req_zone $server_addr zone=h{i}:1m rate={round(p.rate_per_minute)}r/m;"
         )
         limit_rate = f"        limit_rate {int(p.bandwidth)};\n" if p.bandwidth else ""
+        if refuse:
+            retry_after = max(1, math.ceil(60 / p.rate_per_minute))
+            limit = (
+                f"        limit_req zone=h{i};\n"
+                "        limit_req_status 429;\n"
+                "        error_page 429 @refused;\n"
+                "        location @refused {\n"
+                f"            add_header Retry-After {retry_after} always;\n"
+                "            return 429;\n"
+                "        }\n"
+            )
+        else:
+            limit = f"        limit_req zone=h{i} burst={BURST};\n"
         servers.append(
             f"    server {{  # {site.name}\n"
             f"        listen {p.address}:{port};\n"
             f"        root {site.root};\n"
             f"        access_log {log} twolevel;\n"
             f"        keepalive_requests {p.keepalive_requests};\n"
-            f"        limit_req zone=h{i} burst={BURST};\n"
+            f"{limit}"
             f"{limit_rate}"
             "    }"
         )
@@ -142,8 +162,11 @@ def free_port() -> int:
 class Nginx:
     """One nginx for one crawl: a fresh access log and fresh rate-limit state."""
 
-    def __init__(self, workdir: Path, sites: list[Site], profiles: list[HostProfile]) -> None:
+    def __init__(
+        self, workdir: Path, sites: list[Site], profiles: list[HostProfile], refuse: bool = False
+    ) -> None:
         self.workdir = workdir
+        self.refuse = refuse
         self.sites = sites
         self.profiles = profiles
         self.port = free_port()
@@ -161,7 +184,9 @@ class Nginx:
         (self.workdir / "tmp").mkdir(exist_ok=True)
         self.log.unlink(missing_ok=True)
         conf = self.workdir / "nginx.conf"
-        conf.write_text(nginx_config(self.workdir, self.port, self.sites, self.profiles, self.log))
+        conf.write_text(
+            nginx_config(self.workdir, self.port, self.sites, self.profiles, self.log, self.refuse)
+        )
         cmd = ["nginx", "-p", str(self.workdir), "-c", str(conf), "-g", "daemon off;"]
         self.proc = subprocess.Popen(cmd, stderr=subprocess.PIPE)
         deadline = time.monotonic() + 10
