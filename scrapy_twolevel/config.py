@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from .errors import SettingsError
+from .frontier.budgets import make_budget
 from .frontier.estimates import CostParams
 from .frontier.failures import FailurePolicy
 from .frontier.host_keys import HOST_KEY_MODES
@@ -202,6 +203,23 @@ def _status_codes(name: str, value: Any) -> tuple[int, ...]:
     return codes
 
 
+def _budgets(name: str, value: Any) -> dict[str, int]:
+    """``{host pattern: pages}``, or the same as JSON (``-s NAME='{"*.example.com": 100}'``)."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value) if value.strip() else {}
+        except ValueError:
+            value = None
+    if isinstance(value, dict) and all(
+        isinstance(k, str) and k and type(v) is int and v >= 0 for k, v in value.items()
+    ):
+        return dict(value)
+    raise SettingsError(
+        f"{name}={value!r} is not valid; use a dict of host patterns to page budgets, "
+        'e.g. {"*.example.com": 100, "big.example.org": 0} (0: no budget)'
+    )
+
+
 def _as_is(name: str, value: Any) -> Any:
     return value  # checked by its reader (topic_specs)
 
@@ -278,6 +296,10 @@ CRAWL_DELAY = Setting("TWOLEVEL_CRAWL_DELAY", True, flag)
 REFUSAL_CODES = Setting("TWOLEVEL_REFUSAL_CODES", (429, 503), _status_codes)
 REFUSAL_RETRIES = Setting("TWOLEVEL_REFUSAL_RETRIES", 10, NOT_NEGATIVE)
 RETRY_AFTER_MAX = Setting("TWOLEVEL_RETRY_AFTER_MAX", 600.0, POSITIVE_SECONDS)
+HOST_BUDGET = Setting(
+    "TWOLEVEL_HOST_BUDGET", 0, integer("pages >= 0 (0: no budget)", lambda v: v >= 0)
+)
+HOST_BUDGETS = Setting("TWOLEVEL_HOST_BUDGETS", {}, _budgets)
 # The seen cache (SeenConfig)
 SEEN_MODE = Setting("TWOLEVEL_SEEN_MODE", "exact", choice(*SEEN_MODES))
 # From benchmarks/url_cache_study.py: CLOCK matches LRU's hit rate for less CPU and RAM;
@@ -405,6 +427,15 @@ class TwoLevelConfig:
     refusal_retries: int = 10
     #: The longest ``Retry-After`` honoured, in seconds.
     retry_after_max: float = 600.0
+    #: Pages per host (0: no budget), and budgets by host pattern.
+    host_budget: int = 0
+    host_budgets: tuple[tuple[str, int], ...] = ()
+
+    def budget(self) -> Callable[[str], int | None] | None:
+        """``host -> pages`` for the frontier; ``None`` when no host has a budget."""
+        if not self.host_budget and not any(pages for _, pages in self.host_budgets):
+            return None
+        return make_budget(self.host_budget, dict(self.host_budgets))
 
     @classmethod
     def from_settings(cls, settings: _Settings) -> TwoLevelConfig:
@@ -454,6 +485,8 @@ class TwoLevelConfig:
             refusal_codes=REFUSAL_CODES.read(settings),
             refusal_retries=REFUSAL_RETRIES.read(settings),
             retry_after_max=RETRY_AFTER_MAX.read(settings),
+            host_budget=HOST_BUDGET.read(settings),
+            host_budgets=tuple(HOST_BUDGETS.read(settings).items()),
         )
 
 

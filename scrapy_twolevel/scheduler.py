@@ -288,6 +288,7 @@ class TwoLevelScheduler(BaseScheduler):
             on_give_up=self.reporter.host_given_up,
             on_dropped=self._dropped,
             min_gap=self.config.host_delay,
+            budget=self.config.budget(),
             **shared,
         )
 

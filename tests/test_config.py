@@ -90,11 +90,35 @@ def test_concurrent_requests_must_be_an_integer(value):
         ("TWOLEVEL_HOST_KEY", "port", "use one of: hostname, domain, ip"),
         ("TWOLEVEL_QUALITY", "meta:", "'priority', 'meta:<key>'"),
         ("TWOLEVEL_STATS_TOP_HOSTS", -1, "an integer >= 0"),
+        ("TWOLEVEL_GIVE_UP_AFTER", -1, "seconds >= 0"),
+        ("TWOLEVEL_HOST_DELAY", "soon", "is not a number"),
+        ("TWOLEVEL_CRAWL_DELAY", "maybe", "use True or False"),
+        ("TWOLEVEL_REFUSAL_CODES", [200], "HTTP status codes from 400 to 599"),
+        ("TWOLEVEL_REFUSAL_CODES", "429,abc", "HTTP status codes from 400 to 599"),
+        ("TWOLEVEL_REFUSAL_RETRIES", -1, "an integer >= 0"),
+        ("TWOLEVEL_RETRY_AFTER_MAX", 0, "seconds > 0"),
+        ("TWOLEVEL_HOST_BUDGET", -5, r"pages >= 0 \(0: no budget\)"),
+        ("TWOLEVEL_HOST_BUDGETS", {"*.x": -1}, "a dict of host patterns to page budgets"),
+        ("TWOLEVEL_HOST_BUDGETS", "{not json", "a dict of host patterns to page budgets"),
     ],
 )
 def test_invalid_settings_name_the_setting_and_the_rule(name, value, message):
     with pytest.raises(SettingsError, match=rf"{name}=.*{message}"):
         config(**{name: value})
+
+
+def test_politeness_settings_read_from_the_command_line():
+    """``-s NAME=...`` passes strings; each reads as the documented value."""
+    got = config(
+        TWOLEVEL_REFUSAL_CODES="503, 429",
+        TWOLEVEL_HOST_BUDGETS='{"*.example.com": 5}',
+        TWOLEVEL_HOST_BUDGET="100",
+        TWOLEVEL_CRAWL_DELAY="false",
+    )
+    assert got.refusal_codes == (429, 503) and not got.crawl_delay
+    budget = got.budget()
+    assert budget is not None and (budget("a.example.com"), budget("b.org")) == (5, 100)
+    assert config().budget() is None  # no budget: the frontier counts nothing
 
 
 def test_backoff_max_below_backoff_is_refused():

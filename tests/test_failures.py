@@ -46,7 +46,7 @@ def frontier(policy=None, max_open=1, rules=RULES, **kwargs):
         max_open,
         failures=rules,
         clock=clock,
-        on_give_up=lambda host, dropped: given_up.append((host, dropped)),
+        on_give_up=lambda host, dropped, why: given_up.append((host, dropped)),
         jitter=kwargs.pop("jitter", lambda: 0.0),  # waits as computed; jitter tested alone
         **kwargs,
     )

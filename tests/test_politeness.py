@@ -161,3 +161,36 @@ def test_gap_waits_are_lengthened_by_jitter_never_shortened():
     f.pop()
     answer(f, "a")
     assert f.host("a").retry_at == pytest.approx(102.1)  # 2 * (1 + 0.1 * 0.5)
+
+
+def test_budget_patterns_first_match_then_default():
+    from scrapy_twolevel.frontier.budgets import make_budget
+
+    budget = make_budget(50, {"*.big.example": 5, "free.example": 0, "*.example": 20})
+    assert budget("a.big.example") == 5
+    assert budget("free.example") is None  # 0: no budget
+    assert budget("x.example") == 20
+    assert budget("other.org") == 50
+    assert make_budget(0, {})("any") is None
+
+
+def test_a_host_at_its_budget_takes_no_more_urls():
+    dropped_items = []
+    given = []
+    f, clock = frontier(
+        budget=lambda host: 3 if host == "small" else None,
+        on_dropped=dropped_items.append,
+        on_give_up=lambda host, dropped, why: given.append((host, dropped, why)),
+    )
+    for i in range(6):
+        f.push("small", 1.0, i)
+        f.push("big", 1.0, i)
+    served = {"small": 0, "big": 0}
+    while (popped := f.pop()) is not None:
+        served[popped[0]] += 1
+        answer(f, popped[0])
+    # 3 responses, then its 3 queued URLs dropped; the other host is not limited
+    assert served == {"small": 3, "big": 6}
+    assert given == [("small", 3, "budget")] and dropped_items == [3, 4, 5]
+    assert (f.hosts_at_budget, f.dropped_budget, f.hosts_given_up) == (1, 3, 0)
+    assert f.push("small", 1.0, "late") is False and f.dropped_budget == 4

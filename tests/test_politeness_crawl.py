@@ -154,3 +154,24 @@ def test_robots_crawl_delay_spaces_that_hosts_requests(tmp_path):
     # adds 2 ms to one of them (connect_delay), loopback a few more
     assert min(gaps(0)) >= 0.28
     assert min(gaps(1)) < 0.3  # the other host is not held to it
+
+
+def test_host_budgets_cap_pages_per_host(tmp_path):
+    profile = HostProfile(connect_delay=0.002, response_delay=0.003, max_requests_per_connection=50)
+    web = generate_web(3, 20, seed=4, n_seeds=3, host_profiles=[profile] * 3)
+    settings = {
+        **TWOLEVEL,
+        "TWOLEVEL_HOST_BUDGET": 5,
+        "TWOLEVEL_HOST_BUDGETS": {host_address(1): 0},  # this one has none
+    }
+    result = crawl(tmp_path, web, settings)
+    fetched = {}
+    for page in result.server.fetch_counts():
+        host = web.pages[page].host
+        fetched[host] = fetched.get(host, 0) + 1
+    reachable = {h: sum(web.pages[p].host == h for p in web.reachable()) for h in range(3)}
+    assert fetched == {0: 5, 1: reachable[1], 2: 5}
+    stats = result.crawl_stats
+    assert stats["twolevel/hosts_at_budget"] == 2
+    assert stats["twolevel/dropped/budget"] >= 1
+    assert "twolevel/hosts_given_up" not in stats

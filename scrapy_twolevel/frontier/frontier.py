@@ -39,7 +39,16 @@ from typing import Any
 
 from .estimates import IDLE_GAP, PACE_LEAD, CostParams, HostEstimate, SharedPrior
 from .failures import FailurePolicy, jittered
-from .hosts import WAIT_BACKOFF, WAIT_DELAY, WAIT_REFUSED, Host, SeqCounter, SessionRecord
+from .hosts import (
+    GIVEN_UP_BUDGET,
+    GIVEN_UP_FAILING,
+    WAIT_BACKOFF,
+    WAIT_DELAY,
+    WAIT_REFUSED,
+    Host,
+    SeqCounter,
+    SessionRecord,
+)
 from .policies import Policy
 from .queues import FifoHostQueue, HostQueue, QualityHostQueue
 
@@ -67,21 +76,24 @@ class TwoLevelFrontier:
         queue_factory: QueueFactory = memory_queue,
         clock: Callable[[], float] = time.monotonic,
         on_session_end: Callable[[SessionRecord], None] | None = None,
-        on_give_up: Callable[[str, int], None] | None = None,
+        on_give_up: Callable[[str, int, str], None] | None = None,
         on_dropped: Callable[[Any], None] | None = None,
         host_lock: Any = None,
         lock_owner: str = "",
         sequence: SeqCounter | None = None,
         min_gap: float = 0.0,
         jitter: Callable[[], float] | None = None,
+        budget: Callable[[str], int | None] | None = None,
     ) -> None:
         """``max_open_hosts=None`` opens as many hosts as have URLs (the downloader limits).
 
         ``min_gap``: the least seconds between the starts of two requests to one host
         (``TWOLEVEL_HOST_DELAY``); ``jitter()`` draws from [0, 1) the share by which waits
-        are lengthened (see :func:`~.failures.jittered`; default: random).
+        are lengthened (see :func:`~.failures.jittered`; default: random). ``budget(host)``:
+        the pages a host may give (``None``: no limit; see :mod:`.budgets`).
 
-        ``on_give_up(host_key, dropped)`` is called once per host given up, and
+        ``on_give_up(host_key, dropped, why)`` is called once per host given up (``why``:
+        ``GIVEN_UP_FAILING`` or ``GIVEN_UP_BUDGET``), and
         ``on_dropped(item)`` for each queued item it drops (the distributed mode keeps a
         copy of every queued request in Redis, which must go too).
         """
@@ -101,6 +113,7 @@ class TwoLevelFrontier:
         self._queue_factory = queue_factory
         self._clock = clock
         self.min_gap = min_gap
+        self._budget = budget
         self._jitter = jitter if jitter is not None else random.Random().random
         self._on_session_end = on_session_end
         self._hosts: dict[str, Host] = {}
@@ -121,6 +134,9 @@ class TwoLevelFrontier:
         self.failed_sessions = 0
         self.hosts_given_up = 0
         self.dropped_host_failed = 0
+        #: Hosts that had their page budget, and the URLs dropped for it.
+        self.hosts_at_budget = 0
+        self.dropped_budget = 0
         #: Failures of URLs that had failed before (counted once against their host), and
         #: requests refused (429/503).
         self.repeat_failures = 0
@@ -141,8 +157,9 @@ class TwoLevelFrontier:
     def push(self, host_key: str, quality: float, item: Any) -> bool:
         """Queue ``item`` for ``host_key`` (``PLAIN_LANE`` for requests with no host).
 
-        Returns ``False`` (and counts it in :attr:`dropped_host_failed`) when the host was
-        given up after failing: the item is dropped.
+        Returns ``False`` (and counts it in :attr:`dropped_host_failed` or
+        :attr:`dropped_budget`) when the host was given up after failing or has had its
+        budget: the item is dropped.
         """
         if host_key == PLAIN_LANE:
             self._pending += 1
@@ -150,7 +167,10 @@ class TwoLevelFrontier:
             return True
         host = self._hosts.get(host_key) or self.host(host_key)
         if host.given_up:
-            self.dropped_host_failed += 1
+            if host.given_up_for == GIVEN_UP_BUDGET:
+                self.dropped_budget += 1
+            else:
+                self.dropped_host_failed += 1
             return False
         self._pending += 1
         if (
@@ -247,6 +267,8 @@ class TwoLevelFrontier:
             queue = (queue_factory or self._queue_factory)(host_key, self._by_quality)
             queue.set_head_size(self._prior_head_size)
             host = self._hosts[host_key] = Host(host_key, queue, self._prior)
+            if self._budget is not None:
+                host.budget = self._budget(host_key)
         return host
 
     def observe(self, host_key: str, **observation: Any) -> None:
@@ -270,6 +292,9 @@ class TwoLevelFrontier:
         host.failed_sessions = 0
         host.answered = True
         host.session_ok = True
+        host.fetched += 1
+        if host.budget is not None and host.fetched >= host.budget and not host.given_up:
+            self._give_up(host, GIVEN_UP_BUDGET)
         self.estimates_changed(host)
         # The gap counts from when the request really went out: the downloader may have
         # held it after the frontier handed it out (robots.txt first, DOWNLOAD_DELAY).
@@ -540,7 +565,7 @@ class TwoLevelFrontier:
         now = self._clock()
         failing_for = now - host.failing_since
         if policy.gives_up(host.failed_sessions, answered=host.answered, failing_for=failing_for):
-            self._give_up(host)
+            self._give_up(host, GIVEN_UP_FAILING)
             return
         delay = policy.backoff_delay(host.failed_sessions, self._jitter())
         if delay > 0:
@@ -571,8 +596,9 @@ class TwoLevelFrontier:
         else:
             self._unrank(host)
 
-    def _give_up(self, host: Host) -> None:
+    def _give_up(self, host: Host, why: str) -> None:
         host.given_up = True
+        host.given_up_for = why
         dropped = 0
         while len(host.queue):
             item = host.queue.pop()
@@ -580,11 +606,15 @@ class TwoLevelFrontier:
             if self._on_dropped is not None:
                 self._on_dropped(item)
         self._pending -= dropped
-        self.hosts_given_up += 1
-        self.dropped_host_failed += dropped
+        if why == GIVEN_UP_BUDGET:
+            self.hosts_at_budget += 1
+            self.dropped_budget += dropped
+        else:
+            self.hosts_given_up += 1
+            self.dropped_host_failed += dropped
         self._dirty.pop(host.key, None)
         if self._on_give_up is not None:
-            self._on_give_up(host.key, dropped)
+            self._on_give_up(host.key, dropped, why)
 
     def _release(self, heap: list[tuple[float, int, str]], attribute: str) -> None:
         """Rank again the hosts whose wait in ``heap`` (back-off or pace) has passed.

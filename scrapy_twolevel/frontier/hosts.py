@@ -22,12 +22,15 @@ class Host:
 
     __slots__ = (
         "answered",
+        "budget",
         "busy",
         "estimate",
         "failed_sessions",
         "failing_since",
         "failures",
+        "fetched",
         "given_up",
+        "given_up_for",
         "key",
         "last_end",
         "min_gap",
@@ -69,7 +72,10 @@ class Host:
         self.answered = False  # a request of it ever got a response (a refusal too)
         self.failing_since = 0.0  # when its current streak of failures began
         self.min_gap: float | None = None  # its own least gap between request starts
-        self.given_up = False
+        self.given_up = False  # no more URLs for it: failing (GIVEN_UP_FAILING), or budget
+        self.given_up_for = ""
+        self.fetched = 0  # responses it gave (refusals not counted)
+        self.budget: int | None = None  # pages it may give (see frontier/budgets.py)
         self.session_failures = 0  # failed requests in the current (or last) session
         self.session_ok = False  # a request of that session got a response
         self.session_failed = False  # that session ended (or was marked) failed
@@ -86,6 +92,9 @@ class Host:
 WAIT_BACKOFF = "backoff"
 WAIT_REFUSED = "refused"
 WAIT_DELAY = "delay"
+#: Why a host takes no more URLs: it kept failing, or it has had its page budget.
+GIVEN_UP_FAILING = "failing"
+GIVEN_UP_BUDGET = "budget"
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,6 +28,7 @@ from .._engine import peek_meta
 from ..errors import SettingsError
 from ..frontier import PLAIN_LANE, memory_queue
 from ..frontier.host_keys import make_host_key
+from ..frontier.hosts import GIVEN_UP_BUDGET
 from ..frontier.topic_frontier import SEP
 
 if TYPE_CHECKING:
@@ -232,5 +233,10 @@ class Intake:
                 frontier.host(lane, queue_factory=memory_queue)
             accepted = frontier.push(lane, quality, request)
         if not accepted:
-            self._reporter.inc("twolevel/dropped/host_failed")
+            why = frontier.host(lane).given_up_for
+            self._reporter.inc(
+                "twolevel/dropped/budget"
+                if why == GIVEN_UP_BUDGET
+                else "twolevel/dropped/host_failed"
+            )
         return accepted

@@ -11,6 +11,8 @@ import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from ..frontier.hosts import GIVEN_UP_BUDGET, GIVEN_UP_FAILING
+
 if TYPE_CHECKING:
     from scrapy import Spider
     from scrapy.statscollectors import StatsCollector
@@ -65,7 +67,17 @@ class Reporter:
     def info(self, message: str, args: dict[str, Any] | None = None) -> None:
         logger.info(message, args or {}, extra={"spider": self.spider})
 
-    def host_given_up(self, host: str, dropped: int) -> None:
+    def host_given_up(self, host: str, dropped: int, why: str = GIVEN_UP_FAILING) -> None:
+        if why == GIVEN_UP_BUDGET:
+            self.inc("twolevel/hosts_at_budget")
+            self.inc("twolevel/dropped/budget", dropped)
+            self.info(
+                "Host %(host)s has had its page budget: %(dropped)d queued requests dropped, "
+                "later ones for it are dropped too (twolevel/dropped/budget; "
+                "TWOLEVEL_HOST_BUDGET and TWOLEVEL_HOST_BUDGETS set it).",
+                {"host": host, "dropped": dropped},
+            )
+            return
         self.inc("twolevel/hosts_given_up")
         self.inc("twolevel/dropped/host_failed", dropped)
         self.warning(

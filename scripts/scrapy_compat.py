@@ -1,0 +1,185 @@
+"""Scrapy's own crawl-level tests as a compatibility suite for scrapy_twolevel.
+
+Downloads the sdist of the installed Scrapy with pip (cached under ``.cache/``), installs
+what its tests need, and runs the crawl-level test files (:data:`FILES`) twice: stock, and
+with the two-level scheduler, the seen-cache dupefilter and the host metrics middleware as
+Scrapy's defaults (``scrapy_compat_plugin``). Every test whose outcome differs must be in
+:data:`DELIBERATE` (the docs list them, with why); the run with our components may take at
+most ``--max-ratio`` (2) times the stock run. Exit status 0 when both hold.
+
+Usage (from the checkout, with its venv)::
+
+    python scripts/scrapy_compat.py            # both runs, ~2 min
+    python scripts/scrapy_compat.py --docs     # also rewrite docs/results/scrapy_compat.inc
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tarfile
+import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import scrapy
+
+ROOT = Path(__file__).resolve().parents[1]
+CACHE = ROOT / ".cache" / "scrapy-compat"
+#: The crawl-level tests: the engine, the crawl, closing, the scheduler interface, the
+#: spider-middleware and pipeline crawls, request callbacks and the downloader core.
+FILES = (
+    "test_crawl.py",
+    "test_engine.py",
+    "test_engine_loop.py",
+    "test_engine_stop_download_bytes.py",
+    "test_engine_stop_download_headers.py",
+    "test_closespider.py",
+    "test_scheduler_base.py",
+    "test_pipeline_crawl.py",
+    "test_pipelines.py",
+    "test_request_attribute_binding.py",
+    "test_request_cb_kwargs.py",
+    "test_request_left.py",
+    "test_signals.py",
+    "test_spidermiddleware_output_chain.py",
+    "test_spidermiddleware_httperror.py",
+    "test_core_downloader.py",
+    "test_core_scraper.py",
+    "test_downloaderslotssettings.py",
+    "test_logformatter.py",
+)
+#: What the tests need beyond Scrapy and pytest (Scrapy's tox.ini, test-requirements).
+TEST_REQUIREMENTS = ("pytest-twisted>=1.14.3", "pyftpdlib>=2.0.1", "pexpect>=4.8.0", "sybil")
+#: Tests whose outcome differs on purpose, and why (docs/compat.rst says the same).
+DELIBERATE: dict[str, str] = {
+    "tests.test_engine::TestEngine::test_crawler": (
+        "compares the order of equal-priority start requests with Scrapy's LIFO queues; "
+        "the two-level scheduler serves hosts in sessions and a host's equal-quality URLs "
+        "first come, first served"
+    ),
+}
+
+
+def sdist_tests() -> Path:
+    """The sdist's folder (downloaded and unpacked once)."""
+    version = scrapy.__version__
+    folder = CACHE / f"scrapy-{version}"
+    if (folder / "tests").is_dir():
+        return folder
+    CACHE.mkdir(parents=True, exist_ok=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "-q",
+            "--no-deps",
+            "--no-binary",
+            ":all:",
+            f"scrapy=={version}",
+            "-d",
+            str(CACHE),
+        ],
+        check=True,
+    )
+    with tarfile.open(CACHE / f"scrapy-{version}.tar.gz") as tar:
+        tar.extractall(CACHE, filter="data")
+    return folder
+
+
+def install_requirements() -> None:
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--disable-pip-version-check",
+            *list(TEST_REQUIREMENTS),
+        ],
+        check=True,
+    )
+
+
+def run(folder: Path, ours: bool, junit: Path) -> float:
+    """One pytest run of :data:`FILES`; its wall time."""
+    env = dict(os.environ)
+    args = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--junitxml", junit]
+    if ours:
+        paths = [str(ROOT / "scripts"), env.get("PYTHONPATH")]
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, paths))
+        args += ["-p", "scrapy_compat_plugin"]
+    args += [f"tests/{name}" for name in FILES]
+    started = time.monotonic()
+    subprocess.run(args, cwd=folder, env=env, stdout=subprocess.DEVNULL, check=False)
+    return time.monotonic() - started
+
+
+def outcomes(junit: Path) -> dict[str, str]:
+    """``module.Class::test`` -> passed, failure, error or skipped."""
+    found = {}
+    for case in ET.parse(junit).iter("testcase"):
+        kind = "passed"
+        for child in case:
+            if child.tag in ("failure", "error", "skipped"):
+                kind = child.tag
+        found[f"{case.get('classname')}::{case.get('name')}"] = kind
+    return found
+
+
+def report(stock: dict[str, str], ours: dict[str, str], times: tuple[float, float]) -> list[str]:
+    """The run as reST lines (docs/results/scrapy_compat.inc) and the verdict's inputs."""
+    count = {k: sum(v == k for v in ours.values()) for k in ("passed", "failure", "error")}
+    lines = [
+        f"Scrapy {scrapy.__version__}'s tests, {len(FILES)} files, {len(stock)} tests: stock "
+        f"{times[0]:.0f} s; with scrapy_twolevel's components as the defaults "
+        f"{times[1]:.0f} s ({times[1] / times[0]:.2f}x); {count['passed']} passed, "
+        f"{count['failure']} failed, {count['error']} errors. Regenerate with "
+        "``python scripts/scrapy_compat.py --docs``.",
+        "",
+    ]
+    differ = sorted(name for name in stock if stock[name] != ours.get(name))
+    if differ:
+        lines += [".. list-table::", "   :header-rows: 1", ""]
+        lines += ["   * - test", "     - stock", "     - ours", "     - why"]
+        for name in differ:
+            why = DELIBERATE.get(name, "NOT EXPLAINED")
+            lines += [f"   * - ``{name}``", f"     - {stock[name]}", f"     - {ours.get(name)}"]
+            lines += [f"     - {why}"]
+    else:
+        lines.append("No test's outcome differs.")
+    return [*lines, ""]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--max-ratio", type=float, default=2.0)
+    parser.add_argument("--docs", action="store_true", help="write docs/results/scrapy_compat.inc")
+    args = parser.parse_args(argv)
+    folder = sdist_tests()
+    install_requirements()
+    junits = (CACHE / "stock.xml", CACHE / "ours.xml")
+    times = (run(folder, False, junits[0]), run(folder, True, junits[1]))
+    stock, ours = (outcomes(j) for j in junits)
+    lines = report(stock, ours, times)
+    print("\n".join(lines))
+    if args.docs:
+        (ROOT / "docs" / "results" / "scrapy_compat.inc").write_text("\n".join(lines))
+    differ = [name for name in stock if stock[name] != ours.get(name)]
+    unexplained = [name for name in differ if name not in DELIBERATE]
+    missing = [name for name in stock if name not in ours]
+    ratio = times[1] / times[0]
+    for name in unexplained:
+        print(f"NOT EXPLAINED: {name}: stock {stock[name]}, ours {ours.get(name)}")
+    if ratio > args.max_ratio:
+        print(f"TOO SLOW: {ratio:.2f}x the stock run (at most {args.max_ratio}x)")
+    return 1 if unexplained or missing or ratio > args.max_ratio else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
