@@ -177,7 +177,7 @@ def test_budget_patterns_first_match_then_default():
 def test_a_host_at_its_budget_takes_no_more_urls():
     dropped_items = []
     given = []
-    f, clock = frontier(
+    f, _ = frontier(
         budget=lambda host: 3 if host == "small" else None,
         on_dropped=dropped_items.append,
         on_give_up=lambda host, dropped, why: given.append((host, dropped, why)),
