@@ -175,3 +175,22 @@ def test_host_budgets_cap_pages_per_host(tmp_path):
     assert stats["twolevel/hosts_at_budget"] == 2
     assert stats["twolevel/dropped/budget"] >= 1
     assert "twolevel/hosts_given_up" not in stats
+
+
+def test_a_given_up_hosts_requests_leave_the_jobdir_store(tmp_path):
+    """Its queued rows are deleted, not left leased: a resumed crawl must not queue them
+    again (before, they came back on every resume)."""
+    import sqlite3
+
+    profile = HostProfile(connect_delay=0.002, response_delay=0.003, max_requests_per_connection=50)
+    web = generate_web(
+        4, 15, seed=3, n_seeds=4, host_profiles=[profile] * 4, failures={1: "refuse"}
+    )
+    jobdir = tmp_path / "job"
+    settings = {**TWOLEVEL, **FAST_FAILURES, "JOBDIR": str(jobdir)}
+    result = crawl(tmp_path, web, settings)
+    stats = result.crawl_stats
+    assert stats["twolevel/hosts_given_up"] == 1
+    assert stats["twolevel/dropped/host_failed"] >= 1
+    with sqlite3.connect(jobdir / "twolevel" / "frontier.sqlite3") as db:
+        assert db.execute("SELECT COUNT(*) FROM requests").fetchone()[0] == 0

@@ -159,6 +159,12 @@ class JobdirBackend(MemoryBackend):
         self.store: SqliteStore | None = None
         self._commit_timer: Any = None
 
+    def dropped(self, item: Any) -> None:
+        """A queued row the frontier dropped (its host was given up, or had its budget):
+        the pop leased it; delete it, or a resumed crawl would queue it again."""
+        if isinstance(item, Leased) and self.store is not None:
+            self.store.release(item.seq)
+
     def open(self, make_frontier: FrontierMaker) -> Frontier:
         self.statedir.mkdir(parents=True, exist_ok=True)
         estimates: dict[str, HostEstimate] = read_hosts(self.statedir / "hosts.json")
