@@ -228,10 +228,13 @@ class HostMetricsMiddleware:
             wait = min(wait, self._retry_after_max)
         self._stats.inc_value("twolevel/refusals")
         self._stats.inc_value(f"twolevel/refusals/{response.status}")
-        self._signals.send_catch_log(host_refused, host=host, retry_after=wait, request=request)
+        answers = self._signals.send_catch_log(
+            host_refused, host=host, retry_after=wait, request=request
+        )
         refused = request.meta.get(meta_keys.REFUSALS, 0)
         if (
-            refused >= self._refusal_retries
+            not any(answer is True for _, answer in answers)  # the host refuses everything
+            or refused >= self._refusal_retries
             or request.meta.get("dont_retry")
             or self._handles_status(request, response.status)
         ):

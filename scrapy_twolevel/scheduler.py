@@ -423,14 +423,13 @@ class TwoLevelScheduler(BaseScheduler):
         kind: str = BROKEN,
         repeat: bool = False,
     ) -> bool:
-        """Whether the host is backed off: the middleware then sends the request again
-        without using up one of RetryMiddleware's attempts (the host failed, not the URL)."""
+        """Whether the host is backed off (the middleware then sends the request back without
+        using up a RetryMiddleware attempt). A download the scheduler did not hand out
+        (``engine.download``: robots.txt, media) is counted, not held against the host."""
         if self.frontier is None:
             return False
         self._inc_stat(f"twolevel/failures/{kind}")
         self._inc_stat("twolevel/failures/repeat", int(repeat))
-        # A download the scheduler did not hand out (engine.download: robots.txt, media)
-        # is not in the host's session: its failure is counted, not held against the host.
         if request is None or (lane := self.inflight.lane(request)) is None:
             return False
         self.frontier.observe_failure(lane, elapsed=elapsed, timeout=timeout, repeat=repeat)
@@ -439,12 +438,13 @@ class TwoLevelScheduler(BaseScheduler):
 
     def _host_refused(
         self, host: str, retry_after: float | None, request: Request | None = None
-    ) -> None:
+    ) -> bool:
         if self.frontier is None:
-            return
-        self.frontier.observe_refusal(self._lane_of(host, request), retry_after=retry_after)
+            return False
+        again = self.frontier.observe_refusal(self._lane_of(host, request), retry_after=retry_after)
         if request is not None:
             self._request_done(request)
+        return again
 
     def _host_crawl_delay(self, host: str, delay: float) -> None:
         if self.frontier is not None:

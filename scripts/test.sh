@@ -8,3 +8,5 @@ PY=${PYTHON:-python3}
 .venv/bin/ruff check .
 .venv/bin/python -m sphinx -W -q -b html docs docs/_build/html
 .venv/bin/python -m pytest -q "$@"
+# The full run also runs Scrapy's own crawl tests with our components (docs/compat.rst).
+if [ $# -eq 0 ]; then .venv/bin/python scripts/scrapy_compat.py; fi

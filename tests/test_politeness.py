@@ -194,3 +194,22 @@ def test_a_host_at_its_budget_takes_no_more_urls():
     assert given == [("small", 3, "budget")] and dropped_items == [3, 4, 5]
     assert (f.hosts_at_budget, f.dropped_budget, f.hosts_given_up) == (1, 3, 0)
     assert f.push("small", 1.0, "late") is False and f.dropped_budget == 4
+
+
+def test_a_host_that_refuses_everything_gets_its_requests_passed_on():
+    """Five refusals in a row with the gap grown each time (0.5 s to 2.5 s) are a rate
+    limit no more: the sixth refused request is not worth sending again."""
+    f, clock = frontier()
+    for i in range(8):
+        f.push("h", 1.0, i)
+    answers = []
+    for _ in range(6):
+        clock.now = max(clock.now, f.host("h").retry_at)
+        assert f.pop() is not None
+        answers.append(f.observe_refusal("h", retry_after=None))
+        f.done("h")
+    assert answers == [True] * 5 + [False]
+    clock.now = f.host("h").retry_at
+    f.pop()
+    answer(f, "h")  # a response: it paces, it does not refuse everything
+    assert f.host("h").refused_in_a_row == 0

@@ -40,6 +40,10 @@ PACE_LEAD = 0.25
 #: about every ln(1.5) / -ln(0.98) = 20 responses (~5% of requests), and the gap stays
 #: within 1 to 1.5 times the server's spacing.
 REFUSAL_GAP_MIN = 0.5
+#: A host that refused this many requests in a row, with the gap grown each time (0.5 s to
+#: 2.5 s), does not rate-limit: it refuses everything (a broken or overloaded endpoint). Its
+#: refused requests are then passed on (RetryMiddleware) rather than sent again.
+REFUSAL_STREAK = 5
 REFUSAL_GROW = 1.5
 REFUSAL_SHRINK = 0.98
 

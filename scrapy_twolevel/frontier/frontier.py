@@ -37,7 +37,14 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from .estimates import IDLE_GAP, PACE_LEAD, CostParams, HostEstimate, SharedPrior
+from .estimates import (
+    IDLE_GAP,
+    PACE_LEAD,
+    REFUSAL_STREAK,
+    CostParams,
+    HostEstimate,
+    SharedPrior,
+)
 from .failures import FailurePolicy, jittered
 from .hosts import (
     GIVEN_UP_BUDGET,
@@ -291,6 +298,7 @@ class TwoLevelFrontier:
         host.failures = 0
         host.failed_sessions = 0
         host.answered = True
+        host.refused_in_a_row = 0
         host.session_ok = True
         host.fetched += 1
         if host.budget is not None and host.fetched >= host.budget and not host.given_up:
@@ -301,12 +309,14 @@ class TwoLevelFrontier:
         elapsed = observation.get("elapsed")
         self._keep_gap(host, sent if elapsed is None else max(sent, now - elapsed))
 
-    def observe_refusal(self, host_key: str, *, retry_after: float | None) -> None:
+    def observe_refusal(self, host_key: str, *, retry_after: float | None) -> bool:
         """The host refused a request (429, 503): park it until ``retry_after`` seconds
         from now (the server's ``Retry-After``; ``None``: it gave none) and at least its
         learnt refusal gap after the refused request's start. Call :meth:`done` as usual.
 
-        A refusal is not a failure: the server is up, so the failure streaks end.
+        A refusal is not a failure: the server is up, so the failure streaks end. Returns
+        whether the request is worth sending again: not after ``REFUSAL_STREAK`` refusals
+        in a row (a host that refuses everything is not pacing its clients).
         """
         host = self.host(host_key)
         if host.estimate is self._prior:
@@ -316,6 +326,7 @@ class TwoLevelFrontier:
         gap = None if host.previous_sent_at is None else sent - host.previous_sent_at
         host.estimate.observe_refusal(gap)
         self.refusals += 1
+        host.refused_in_a_row += 1
         host.failures = 0
         host.failed_sessions = 0
         host.answered = True
@@ -324,6 +335,7 @@ class TwoLevelFrontier:
         if retry_after is not None:
             until = max(until, now + max(0.0, retry_after))
         self._park(host, until, WAIT_REFUSED)
+        return host.refused_in_a_row <= REFUSAL_STREAK
 
     def set_min_gap(self, host_key: str, seconds: float) -> None:
         """Start the host's requests at least ``seconds`` apart (robots.txt ``Crawl-delay``);

@@ -41,6 +41,7 @@ class Host:
         "rank_key",
         "rank_token",
         "ready_at",
+        "refused_in_a_row",
         "retry_at",
         "sent_at",
         "session_budget",
@@ -70,6 +71,7 @@ class Host:
         self.retry_at = 0.0  # > 0 while it must wait: not ranked before this time
         self.wait_reason = ""  # why: WAIT_BACKOFF, WAIT_REFUSED or WAIT_DELAY
         self.answered = False  # a request of it ever got a response (a refusal too)
+        self.refused_in_a_row = 0  # refusals since its last response
         self.failing_since = 0.0  # when its current streak of failures began
         self.min_gap: float | None = None  # its own least gap between request starts
         self.given_up = False  # no more URLs for it: failing (GIVEN_UP_FAILING), or budget

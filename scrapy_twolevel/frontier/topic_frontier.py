@@ -327,11 +327,14 @@ class TopicFrontier:
         topic, host = split_lane(lane)
         self.frontiers[topic].observe_failure(host, elapsed=elapsed, timeout=timeout, repeat=repeat)
 
-    def observe_refusal(self, lane: str, *, retry_after: float | None) -> None:
+    def observe_refusal(self, lane: str, *, retry_after: float | None) -> bool:
         """A refusal is the server's: the host waits in every topic."""
-        _, host = split_lane(lane)
-        for frontier in self.frontiers.values():
-            frontier.observe_refusal(host, retry_after=retry_after)
+        topic, host = split_lane(lane)
+        again = {
+            name: frontier.observe_refusal(host, retry_after=retry_after)
+            for name, frontier in self.frontiers.items()
+        }
+        return again[topic]
 
     def backed_off(self, lane: str) -> bool:
         topic, host = split_lane(lane)
