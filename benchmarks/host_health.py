@@ -34,7 +34,7 @@ import scrapy
 import scrapy_twolevel
 from harness import DOCS_RESULTS, RESULTS, report
 from harness.env import environment
-from real_servers import run_regime
+from real_servers import draw_quality, installed, run_regime
 from realweb import corpus, servers
 
 NAME = "host_health"
@@ -116,18 +116,7 @@ def plot(result: dict[str, Any], out: Path) -> None:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7, 4.2))
-    for variant, run in result["runs"].items():
-        t, q = zip(*run["curve"], strict=True) if run["curve"] else ((), ())
-        ax.step(t, q, where="post", label=variant, lw=1.4)
-    ref = result["clairvoyant"]["curve"]
-    if ref:
-        t, q = zip(*ref, strict=True)
-        ax.step(t, q, where="post", label="clairvoyant", color="black", ls="--", lw=1)
-    ax.set_title("servers that refuse (429 + Retry-After): quality over time")
-    ax.set_xlabel("seconds (nginx access log)")
-    ax.set_ylabel("quality gathered (1 = every page)")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    draw_quality(ax, result, "servers that refuse (429 + Retry-After): quality over time")
     report.save_figure(fig, out / f"{NAME}_quality.png")
 
 
@@ -141,12 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/twolevel-host-health"))
     args = parser.parse_args(argv)
     sites = corpus.load_sites()
-    if not servers.available() or corpus.missing(sites):
-        print(
-            "Needs nginx and the sites' packages (root): apt-get install -y "
-            f"--no-install-recommends nginx {' '.join(corpus.packages(sites))}",
-            file=sys.stderr,
-        )
+    if not installed(sites):
         return 2
     variants = args.variants.split(",")
     window = args.window

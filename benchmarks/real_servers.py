@@ -58,6 +58,18 @@ TARGETS = {
 }
 
 
+def installed(sites: list[corpus.Site]) -> bool:
+    """Whether nginx and the sites' packages are here; if not, say how to install them."""
+    if servers.available() and not corpus.missing(sites):
+        return True
+    print(
+        "Needs nginx and the sites' packages (root): apt-get install -y "
+        f"--no-install-recommends nginx {' '.join(corpus.packages(sites))}",
+        file=sys.stderr,
+    )
+    return False
+
+
 def variant_settings(variant: str, close_after: float) -> dict[str, Any]:
     settings: dict[str, Any] = {
         "CONCURRENT_REQUESTS": CONNECTIONS,
@@ -340,6 +352,22 @@ def targets(results: dict[str, Any]) -> tuple[report.Table, list[dict[str, Any]]
     return (head, rows), items
 
 
+def draw_quality(ax: Any, result: dict[str, Any], title: str) -> None:
+    """Each variant's quality over time, and the clairvoyant reference's, on ``ax``."""
+    for variant, run in result["runs"].items():
+        t, q = zip(*run["curve"], strict=True) if run["curve"] else ((), ())
+        ax.step(t, q, where="post", label=variant, lw=1.4)
+    ref = result["clairvoyant"]["curve"]
+    if ref:
+        t, q = zip(*ref, strict=True)
+        ax.step(t, q, where="post", label="clairvoyant", color="black", ls="--", lw=1)
+    ax.set_title(title)
+    ax.set_xlabel("seconds (nginx access log)")
+    ax.set_ylabel("quality gathered (1 = every page)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+
+
 def plots(results: dict[str, Any], out: Path) -> None:
     import matplotlib
 
@@ -348,18 +376,7 @@ def plots(results: dict[str, Any], out: Path) -> None:
 
     fig, axes = plt.subplots(1, len(results), figsize=(6.5 * len(results), 4.2), squeeze=False)
     for ax, (regime, result) in zip(axes[0], results.items(), strict=True):
-        for variant, run in result["runs"].items():
-            t, q = zip(*run["curve"], strict=True) if run["curve"] else ((), ())
-            ax.step(t, q, where="post", label=variant, lw=1.4)
-        ref = result["clairvoyant"]["curve"]
-        if ref:
-            t, q = zip(*ref, strict=True)
-            ax.step(t, q, where="post", label="clairvoyant", color="black", ls="--", lw=1)
-        ax.set_title(f"{regime}-bound: quality over time")
-        ax.set_xlabel("seconds (nginx access log)")
-        ax.set_ylabel("quality gathered (1 = every page)")
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
+        draw_quality(ax, result, f"{regime}-bound: quality over time")
     report.save_figure(fig, out / f"{NAME}_quality.png")
 
     fig, axes = plt.subplots(1, len(results), figsize=(6.5 * len(results), 3.6), squeeze=False)
@@ -457,13 +474,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.packages:
         print(" ".join(corpus.packages(sites)))
         return 0
-    absent = corpus.missing(sites)
-    if not servers.available() or absent:
-        print(
-            "Needs nginx and the sites' packages (root): apt-get install -y "
-            f"--no-install-recommends nginx {' '.join(corpus.packages(sites))}",
-            file=sys.stderr,
-        )
+    if not installed(sites):
         return 2
     variants = args.variants.split(",")
     regimes = args.regimes.split(",")

@@ -283,21 +283,13 @@ class TwoLevelFrontier:
 
         A response ends the host's failure streaks.
         """
-        host = self.host(host_key)
-        if host.estimate is self._prior:
-            host.estimate = HostEstimate.new(self.params)
-        now = self._clock()
-        sent = now if host.sent_at is None else host.sent_at
-        gap = None if host.previous_sent_at is None else sent - host.previous_sent_at
+        host, now, sent, gap = self._answered(host_key)
         idle = host.last_end is None or sent - host.last_end >= IDLE_GAP
         delay = host.estimate.observe(self.params, gap=gap, idle=idle, **observation)
         # The server's rate limit, if it has one: its next request waits until the pace has
         # passed since this one's service began (sent, then held for ``delay``).
         host.ready_at = sent + delay + host.estimate.pace if host.estimate.pace else 0.0
         host.last_end = now
-        host.failures = 0
-        host.failed_sessions = 0
-        host.answered = True
         host.refused_in_a_row = 0
         host.session_ok = True
         host.fetched += 1
@@ -318,24 +310,30 @@ class TwoLevelFrontier:
         whether the request is worth sending again: not after ``REFUSAL_STREAK`` refusals
         in a row (a host that refuses everything is not pacing its clients).
         """
-        host = self.host(host_key)
-        if host.estimate is self._prior:
-            host.estimate = HostEstimate.new(self.params)
-        now = self._clock()
-        sent = now if host.sent_at is None else host.sent_at
-        gap = None if host.previous_sent_at is None else sent - host.previous_sent_at
+        host, now, sent, gap = self._answered(host_key)
         host.estimate.observe_refusal(gap)
         self.refusals += 1
         host.refused_in_a_row += 1
-        host.failures = 0
-        host.failed_sessions = 0
-        host.answered = True
         self.estimates_changed(host)
         until = sent + jittered(host.estimate.refusal_gap, self._jitter())
         if retry_after is not None:
             until = max(until, now + max(0.0, retry_after))
         self._park(host, until, WAIT_REFUSED)
         return host.refused_in_a_row <= REFUSAL_STREAK
+
+    def _answered(self, host_key: str) -> tuple[Host, float, float, float | None]:
+        """The host answered (a response or a refusal: it is up, its failure streaks end):
+        it, the time now, when its request was sent, and the gap since the one before."""
+        host = self.host(host_key)
+        if host.estimate is self._prior:
+            host.estimate = HostEstimate.new(self.params)
+        host.failures = 0
+        host.failed_sessions = 0
+        host.answered = True
+        now = self._clock()
+        sent = now if host.sent_at is None else host.sent_at
+        gap = None if host.previous_sent_at is None else sent - host.previous_sent_at
+        return host, now, sent, gap
 
     def set_min_gap(self, host_key: str, seconds: float) -> None:
         """Start the host's requests at least ``seconds`` apart (robots.txt ``Crawl-delay``);

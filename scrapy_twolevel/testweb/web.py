@@ -67,15 +67,38 @@ _MAX_HOSTS = 250 * 254  # third octet 1..254, fourth octet 1..250
 _NAME = re.compile(r"^[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*$")
 
 
-def _check_limits(spec: HostProfile | HostSpec, what: str) -> None:
-    if min(spec.min_interval, spec.outage_start, spec.outage_length, spec.crawl_delay) < 0:
-        raise ValueError(f"{what}: min_interval, the outage and crawl_delay must be >= 0")
-    if spec.refusal_status not in REFUSAL_STATUSES:
-        raise ValueError(f"{what}: refusal_status must be one of {REFUSAL_STATUSES}")
-
-
 #: The statuses a rate-limited host refuses with.
 REFUSAL_STATUSES = (429, 503)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HostLimits:
+    """What a host tells a crawler beyond its pages: a rate it enforces by refusing, an
+    outage, a robots.txt ``Crawl-delay``. Shared by :class:`HostProfile` and
+    :class:`HostSpec` (keyword-only, after their own fields)."""
+
+    #: Seconds the host wants between two requests it accepts; a request that comes sooner
+    #: gets ``refusal_status`` (429 or 503), with ``Retry-After`` (whole seconds until it
+    #: would be accepted, at least 1) if ``retry_after``. 0: no limit.
+    min_interval: float = 0.0
+    refusal_status: int = 429
+    retry_after: bool = True
+    #: The host goes down ``outage_start`` seconds after its first request, for
+    #: ``outage_length`` seconds: it resets every connection as a request arrives.
+    outage_start: float = 0.0
+    outage_length: float = 0.0
+    #: ``Crawl-delay`` in the host's robots.txt (0: none).
+    crawl_delay: float = 0.0
+
+    def check_limits(self, what: str) -> None:
+        if min(self.min_interval, self.outage_start, self.outage_length, self.crawl_delay) < 0:
+            raise ValueError(f"{what}: min_interval, the outage and crawl_delay must be >= 0")
+        if self.refusal_status not in REFUSAL_STATUSES:
+            raise ValueError(f"{what}: refusal_status must be one of {REFUSAL_STATUSES}")
+
+    def limits(self) -> dict[str, Any]:
+        """These fields, to copy from a profile to a spec."""
+        return {f.name: getattr(self, f.name) for f in fields(HostLimits)}
 
 
 def _check_failure(failure: str | None, what: str) -> None:
@@ -107,7 +130,7 @@ def page_path(k: int) -> str:
 
 
 @dataclass(frozen=True, slots=True)
-class HostProfile:
+class HostProfile(HostLimits):
     """How a host behaves, given to :func:`generate_web` to make a test's answer certain.
 
     Page quality on the host is ``quality_scale * u`` with ``u`` uniform in [0.5, 1], so two
@@ -122,16 +145,10 @@ class HostProfile:
     http10: bool = False
     quality_scale: float = 1.0
     failure: str | None = None
-    min_interval: float = 0.0
-    refusal_status: int = 429
-    retry_after: bool = True
-    outage_start: float = 0.0
-    outage_length: float = 0.0
-    crawl_delay: float = 0.0
 
     def __post_init__(self) -> None:
         _check_failure(self.failure, "HostProfile")
-        _check_limits(self, "HostProfile")
+        self.check_limits("HostProfile")
         if self.connect_delay < 0 or self.response_delay < 0:
             raise ValueError(f"delays must be >= 0, got {self!r}")
         if self.max_requests_per_connection < 1:
@@ -145,7 +162,7 @@ class HostProfile:
 
 
 @dataclass(frozen=True, slots=True)
-class HostSpec:
+class HostSpec(HostLimits):
     """One host of the test web and the network behaviour the server simulates for it."""
 
     index: int
@@ -166,18 +183,6 @@ class HostSpec:
     #: More names for the same address (needs ``hostname``): one server host that a crawler
     #: keying hosts by name sees as several, and by IP as one.
     aliases: tuple[str, ...] = ()
-    #: Seconds the host wants between two requests it accepts; a request that comes sooner
-    #: gets ``refusal_status`` (429 or 503), with ``Retry-After`` (whole seconds until it
-    #: would be accepted, at least 1) if ``retry_after``. 0: no limit.
-    min_interval: float = 0.0
-    refusal_status: int = 429
-    retry_after: bool = True
-    #: The host goes down ``outage_start`` seconds after its first request, for
-    #: ``outage_length`` seconds: it resets every connection as a request arrives.
-    outage_start: float = 0.0
-    outage_length: float = 0.0
-    #: ``Crawl-delay`` in the host's robots.txt (0: none).
-    crawl_delay: float = 0.0
 
     def __post_init__(self) -> None:
         if self.http10 and self.max_requests_per_connection != 1:
@@ -185,7 +190,7 @@ class HostSpec:
         if self.max_requests_per_connection < 1:
             raise ValueError(f"host {self.index}: max_requests_per_connection must be >= 1")
         _check_failure(self.failure, f"host {self.index}")
-        _check_limits(self, f"host {self.index}")
+        self.check_limits(f"host {self.index}")
         if self.aliases and self.hostname is None:
             raise ValueError(f"host {self.index}: aliases need a hostname")
         for name in self.names if self.hostname is not None else ():
@@ -505,12 +510,7 @@ def generate_web(
             max_requests_per_connection=p.max_requests_per_connection,
             http10=p.http10,
             failure=p.failure,
-            min_interval=p.min_interval,
-            refusal_status=p.refusal_status,
-            retry_after=p.retry_after,
-            outage_start=p.outage_start,
-            outage_length=p.outage_length,
-            crawl_delay=p.crawl_delay,
+            **p.limits(),
             hostname=host_name(i) if hostnames else None,
             aliases=tuple(host_name(i, j) for j in range(1, (aliases or {}).get(i, 0) + 1)),
         )
