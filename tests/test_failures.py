@@ -346,3 +346,38 @@ def test_after_a_back_off_one_probe_then_full_sessions_once_it_answers():
     assert f.failed_sessions == 1 and f.next_retry_at() is None
     f.pop()
     assert f.host("h").session_budget == 7  # min(50 per connection, 7 queued): full again
+
+
+def test_a_host_down_for_five_minutes_loses_nothing_under_the_defaults():
+    """The issue's case, on a fake clock with the default FailurePolicy: a host that served
+    pages goes down for 300 s and comes back. What the middleware does is played here: a
+    failure at a backed-off host sends the URL back without using an attempt (ranked
+    behind the host's others); any other failure uses one of RetryMiddleware's two retries,
+    and a URL whose third counted attempt fails would be lost."""
+    f, clock, given_up = frontier(rules=FailurePolicy(), max_open=None)
+    for i in range(50):
+        f.push("h", 1.0, (i, 0))  # (url, counted attempts so far)
+    down = (clock.now + 1.0, clock.now + 301.0)
+    lost, served, penalty = [], 0, 0
+    while len(f):
+        popped = f.pop()
+        if popped is None:
+            clock.now = f.next_retry_at()
+            continue
+        url, counted = popped[1]
+        clock.now += 0.05
+        if down[0] <= clock.now < down[1]:
+            f.observe_failure("h", elapsed=0.05, timeout=False, repeat=counted > 0)
+            f.done("h")
+            if f.backed_off("h"):
+                penalty += 1
+                f.push("h", -penalty, (url, counted))  # sent back, no attempt used
+            elif counted < 2:
+                f.push("h", 1.0 - 1 - counted, (url, counted + 1))  # RetryMiddleware
+            else:
+                lost.append(url)
+        else:
+            answer(f, "h")
+            served += 1
+    assert (given_up, lost, served) == ([], [], 50)
+    assert clock.now > down[1]  # it was served again after the outage
