@@ -232,6 +232,23 @@ def _s(value: float | None, digits: int = 1) -> str:
     return "-" if value is None else f"{value:.{digits}f}"
 
 
+def _gathered_cells(name: str, s: dict[str, Any], base: dict[str, Any], quarter: bool) -> list[str]:
+    """A row's first cells: what was gathered when, against Scrapy's (``base``)."""
+    cells = [name]
+    if quarter:
+        q = s["quality_at_quarter"]
+        cells += [f"{q:.3f}", _x(q, base.get("quality_at_quarter"))]
+    return [
+        *cells,
+        _s(s["time_to_half_s"]),
+        _x(s["time_to_half_s"], base.get("time_to_half_s")),
+        _s(s["time_to_80pct_s"]),
+        _x(s["time_to_80pct_s"], base.get("time_to_80pct_s")),
+        f"{s['quality']:.3f}",
+        str(s["pages"]),
+    ]
+
+
 def regime_table(regime: str, result: dict[str, Any]) -> report.Table:
     runs = result["runs"]
     base = runs.get("scrapy", {}).get("summary", {})
@@ -245,41 +262,20 @@ def regime_table(regime: str, result: dict[str, Any]) -> report.Table:
     rows = []
     for variant, run in runs.items():
         s = run["summary"]
-        cells = [variant]
-        if quarter:
-            q = s["quality_at_quarter"]
-            cells += [f"{q:.3f}", _x(q, base.get("quality_at_quarter"))]
-        cells += [
-            _s(s["time_to_half_s"]),
-            _x(s["time_to_half_s"], base.get("time_to_half_s")),
-            _s(s["time_to_80pct_s"]),
-            _x(s["time_to_80pct_s"], base.get("time_to_80pct_s")),
-            f"{s['quality']:.3f}",
-            str(s["pages"]),
-            str(s["duplicates"]),
-            str(s["overlapping"]),
-            str(s["max_in_flight_per_host"]),
-            _s(s["crawler_cpu_s"]),
-            _s(s["cpu_ms_per_page"], 2),
-            _x(s["cpu_ms_per_page"], base.get("cpu_ms_per_page")),
-            str(s["statuses"].get("404", 0)),
-        ]
-        rows.append(cells)
+        rows.append(
+            [
+                *_gathered_cells(variant, s, base, quarter),
+                str(s["duplicates"]),
+                str(s["overlapping"]),
+                str(s["max_in_flight_per_host"]),
+                _s(s["crawler_cpu_s"]),
+                _s(s["cpu_ms_per_page"], 2),
+                _x(s["cpu_ms_per_page"], base.get("cpu_ms_per_page")),
+                str(s["statuses"].get("404", 0)),
+            ]
+        )
     ref = result["clairvoyant"]["summary"]
-    cells = ["clairvoyant (simulated)"]
-    if quarter:
-        cells += [
-            f"{ref['quality_at_quarter']:.3f}",
-            _x(ref["quality_at_quarter"], base.get("quality_at_quarter")),
-        ]
-    cells += [
-        _s(ref["time_to_half_s"]),
-        _x(ref["time_to_half_s"], base.get("time_to_half_s")),
-        _s(ref["time_to_80pct_s"]),
-        _x(ref["time_to_80pct_s"], base.get("time_to_80pct_s")),
-        f"{ref['quality']:.3f}",
-        str(ref["pages"]),
-    ]
+    cells = _gathered_cells("clairvoyant (simulated)", ref, base, quarter)
     rows.append(cells + ["-"] * (len(head) - len(cells)))
     return head, rows
 
