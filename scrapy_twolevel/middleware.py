@@ -14,7 +14,8 @@ one broken URL counts once against its host. ``IgnoreRequest`` says nothing abou
 host: it is reported as a response with nothing measured, so the scheduler still learns
 that the request is finished.
 
-A refusal (``TWOLEVEL_REFUSAL_CODES``: 429, 503) is the server asking for time: the
+A refusal (a 429, or another of ``TWOLEVEL_REFUSAL_CODES`` such as 503 with a
+``Retry-After``) is the server asking for time: the
 middleware sends :data:`~scrapy_twolevel.signals.host_refused` with the ``Retry-After``
 in seconds, and hands the request back to the scheduler (up to ``TWOLEVEL_REFUSAL_RETRIES``
 times), which keeps it in its host's queue while the host waits. RetryMiddleware never sees
@@ -181,7 +182,11 @@ class HostMetricsMiddleware:
         host = self._host(request)
         if host is None:
             return response
-        if response.status in self._refusal_codes:
+        if response.status in self._refusal_codes and (
+            response.status == 429 or b"Retry-After" in response.headers
+        ):
+            # A 503 without Retry-After is an error page as far as anyone can tell (one
+            # broken URL, a server failing): RetryMiddleware handles it, as in stock Scrapy.
             return self._refused(host, request, response)
         if self._robots_agent is not None and request.url.endswith("/robots.txt"):
             self._read_crawl_delay(host, response)
@@ -236,6 +241,7 @@ class HostMetricsMiddleware:
             not any(answer is True for _, answer in answers)  # the host refuses everything
             or refused >= self._refusal_retries
             or request.meta.get("dont_retry")
+            or meta_keys.SEED_FETCH in request.meta  # the seed planner refetches its own
             or self._handles_status(request, response.status)
         ):
             return response  # RetryMiddleware, then the spider, decide as usual
@@ -286,7 +292,8 @@ class HostMetricsMiddleware:
             repeat=repeat,
             request=request,
         )
-        if self._keeps and any(answer is True for _, answer in answers):
+        ours = meta_keys.SEED_FETCH not in request.meta  # the seed planner refetches its own
+        if self._keeps and ours and any(answer is True for _, answer in answers):
             self._stats.inc_value("twolevel/failures/sent_again")
             again = request.replace(dont_filter=True)
             # Queued behind the host's other requests (see Intake.quality): its next probe

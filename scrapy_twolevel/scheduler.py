@@ -62,7 +62,7 @@ from .glue.cluster import Cluster
 from .glue.inflight import InFlight
 from .glue.intake import Intake, make_request_host, mark_host
 from .glue.local import JobdirBackend, MemoryBackend
-from .glue.politeness import BROKEN
+from .glue.politeness import BROKEN, refused_before
 from .glue.preflight import (
     RefusedStart,
     crawl_topics,
@@ -439,11 +439,11 @@ class TwoLevelScheduler(BaseScheduler):
     def _host_refused(
         self, host: str, retry_after: float | None, request: Request | None = None
     ) -> bool:
-        if self.frontier is None:
+        if self.frontier is None or request is None:
             return False
-        again = self.frontier.observe_refusal(self._lane_of(host, request), retry_after=retry_after)
-        if request is not None:
-            self._request_done(request)
+        lane, before = self._lane_of(host, request), refused_before(request.meta)
+        again = self.frontier.observe_refusal(lane, retry_after=retry_after, refused_before=before)
+        self._request_done(request)
         return again
 
     def _host_crawl_delay(self, host: str, delay: float) -> None:

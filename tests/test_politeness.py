@@ -213,3 +213,29 @@ def test_a_host_that_refuses_everything_gets_its_requests_passed_on():
     f.pop()
     answer(f, "h")  # a response: it paces, it does not refuse everything
     assert f.host("h").refused_in_a_row == 0
+
+
+def test_a_url_refused_five_times_before_is_the_urls_problem():
+    """A request already refused REFUSAL_STREAK (5) times: one 503 page, not a rate limit
+    (a rate-limited host takes a URL within four, 0.5 to 1.7 s apart, for 36 requests a
+    minute). Not sent again, and the host's gap is left as it was."""
+    f, clock = frontier()
+    for i in range(4):
+        f.push("h", 1.0, i)
+    f.pop()
+    assert f.observe_refusal("h", retry_after=None, refused_before=4) is True  # gap 0.5
+    f.done("h")
+    clock.now = f.host("h").retry_at
+    f.pop()
+    answer(f, "h")  # gap 0.5 * 0.98 = 0.49
+    clock.now = f.host("h").retry_at
+    f.pop()
+    assert f.observe_refusal("h", retry_after=None, refused_before=5) is False
+    assert f.host("h").estimate.refusal_gap == pytest.approx(0.49)
+
+
+def test_the_refusal_gap_is_capped():
+    est = HostEstimate.new(PARAMS)
+    for _ in range(30):
+        est.observe_refusal(None)
+    assert est.refusal_gap == 30.0  # REFUSAL_GAP_MAX, not 0.5 * 1.5**29

@@ -46,12 +46,13 @@ def rate_limited_web(status, retry_after):
     return generate_web(4, 10, seed=5, host_profiles=[limited] * 4)
 
 
-@pytest.mark.parametrize(("status", "retry_after"), [(429, True), (503, False)])
+@pytest.mark.parametrize(("status", "retry_after"), [(429, True), (429, False), (503, True)])
 def test_refusing_hosts_are_paced_and_lose_no_page(tmp_path, status, retry_after):
-    """The first refusal parks the host (Retry-After: 1 s, or the learnt gap) and sets its
-    gap to 0.5 s (REFUSAL_GAP_MIN), above the server's 0.2 s; ten pages shrink it by 0.98
-    each, to 0.41 s at least: no second refusal. The refused request is sent again by the
-    middleware, so RetryMiddleware never retries one."""
+    """A 429, or a 503 with Retry-After, is a refusal. The first parks the host
+    (Retry-After: 1 s, or the learnt gap) and sets its gap to 0.5 s (REFUSAL_GAP_MIN),
+    above the server's 0.2 s; ten pages shrink it by 0.98 each, to 0.41 s at least: no
+    second refusal. The refused request is sent again by the middleware, so
+    RetryMiddleware never retries one."""
     web = rate_limited_web(status, retry_after)
     result = crawl(tmp_path, web, TWOLEVEL)
     assert_every_page_once_and_polite(result, web)
@@ -63,6 +64,17 @@ def test_refusing_hosts_are_paced_and_lose_no_page(tmp_path, status, retry_after
     assert stats["twolevel/refusals/sent_again"] == sum(refused.values())
     assert stats["twolevel/hosts_refusing"] == len(web.hosts)
     assert "retry/count" not in stats  # no attempt of RetryMiddleware's was used
+
+
+def test_a_503_without_retry_after_is_retrymiddlewares(tmp_path):
+    """An error page as far as anyone can tell: RetryMiddleware retries it, as in stock
+    Scrapy; the host is not parked for it."""
+    web = rate_limited_web(503, False)
+    result = crawl(tmp_path, web, TWOLEVEL)
+    stats = result.crawl_stats
+    assert "twolevel/refusals" not in stats
+    assert stats["retry/count"] >= len(web.hosts)
+    assert max(result.server.max_concurrent_requests_per_host().values()) == 1
 
 
 def test_refusals_passed_on_after_the_refusal_retries(tmp_path):

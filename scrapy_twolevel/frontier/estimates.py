@@ -40,6 +40,9 @@ PACE_LEAD = 0.25
 #: about every ln(1.5) / -ln(0.98) = 20 responses (~5% of requests), and the gap stays
 #: within 1 to 1.5 times the server's spacing.
 REFUSAL_GAP_MIN = 0.5
+#: The refusal gap never grows beyond this: a server that keeps refusing at such spacing
+#: is not pacing its clients.
+REFUSAL_GAP_MAX = 30.0
 #: A host that refused this many requests in a row, with the gap grown each time (0.5 s to
 #: 2.5 s), does not rate-limit: it refuses everything (a broken or overloaded endpoint). Its
 #: refused requests are then passed on (RetryMiddleware) rather than sent again.
@@ -210,13 +213,14 @@ class HostEstimate:
         self.samples += 1
         return delay
 
-    def observe_refusal(self, gap: float | None) -> None:
+    def observe_refusal(self, gap: float | None, *, grow: bool = True) -> None:
         """The host refused a request (429, 503) sent ``gap`` seconds after the one before
-        (``None``: none was): its requests must start further apart."""
+        (``None``: none was): its requests must start further apart (unless ``grow`` is
+        false: the refusal was one URL's, see ``TwoLevelFrontier.observe_refusal``)."""
         self.refusals += 1
-        self.refusal_gap = max(
-            self.refusal_gap * REFUSAL_GROW, gap if gap is not None else 0.0, REFUSAL_GAP_MIN
-        )
+        if grow:
+            grown = max(self.refusal_gap * REFUSAL_GROW, gap or 0.0, REFUSAL_GAP_MIN)
+            self.refusal_gap = min(grown, REFUSAL_GAP_MAX)
 
     def _held(self, latency: float) -> float:
         """Seconds the server held a response of ``latency`` (see :data:`DELAY_MIN`)."""

@@ -301,25 +301,29 @@ class TwoLevelFrontier:
         elapsed = observation.get("elapsed")
         self._keep_gap(host, sent if elapsed is None else max(sent, now - elapsed))
 
-    def observe_refusal(self, host_key: str, *, retry_after: float | None) -> bool:
+    def observe_refusal(
+        self, host_key: str, *, retry_after: float | None, refused_before: int = 0
+    ) -> bool:
         """The host refused a request (429, 503): park it until ``retry_after`` seconds
         from now (the server's ``Retry-After``; ``None``: it gave none) and at least its
         learnt refusal gap after the refused request's start. Call :meth:`done` as usual.
 
-        A refusal is not a failure: the server is up, so the failure streaks end. Returns
-        whether the request is worth sending again: not after ``REFUSAL_STREAK`` refusals
-        in a row (a host that refuses everything is not pacing its clients).
+        A refusal is not a failure: the server is up. Returns whether the request is worth
+        sending again: not after ``REFUSAL_STREAK`` refusals in a row (the host refuses
+        everything), nor once this request was refused ``REFUSAL_STREAK`` times before
+        (``refused_before``): the URL is refused (one 503 page), and the gap stays.
         """
         host, now, sent, gap = self._answered(host_key)
-        host.estimate.observe_refusal(gap)
-        self.refusals += 1
         host.refused_in_a_row += 1
+        urls_own = refused_before >= REFUSAL_STREAK
+        host.estimate.observe_refusal(gap, grow=not urls_own)
+        self.refusals += 1
         self.estimates_changed(host)
         until = sent + jittered(host.estimate.refusal_gap, self._jitter())
         if retry_after is not None:
             until = max(until, now + max(0.0, retry_after))
         self._park(host, until, WAIT_REFUSED)
-        return host.refused_in_a_row <= REFUSAL_STREAK
+        return not urls_own and host.refused_in_a_row <= REFUSAL_STREAK
 
     def _answered(self, host_key: str) -> tuple[Host, float, float, float | None]:
         """The host answered (a response or a refusal: it is up, its failure streaks end):

@@ -327,11 +327,15 @@ class TopicFrontier:
         topic, host = split_lane(lane)
         self.frontiers[topic].observe_failure(host, elapsed=elapsed, timeout=timeout, repeat=repeat)
 
-    def observe_refusal(self, lane: str, *, retry_after: float | None) -> bool:
+    def observe_refusal(
+        self, lane: str, *, retry_after: float | None, refused_before: int = 0
+    ) -> bool:
         """A refusal is the server's: the host waits in every topic."""
         topic, host = split_lane(lane)
         again = {
-            name: frontier.observe_refusal(host, retry_after=retry_after)
+            name: frontier.observe_refusal(
+                host, retry_after=retry_after, refused_before=refused_before
+            )
             for name, frontier in self.frontiers.items()
         }
         return again[topic]

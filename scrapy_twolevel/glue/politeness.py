@@ -10,7 +10,11 @@ and :meth:`~scrapy_twolevel.frontier.TwoLevelFrontier.set_min_gap`). No Scrapy i
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from email.utils import parsedate_to_datetime
+from typing import Any
+
+from ..meta import REFUSALS
 
 #: Failure kinds, as the host metrics middleware tells them apart: the host could not be
 #: reached (refused, DNS, connect timeout), it took too long to answer, or the connection
@@ -43,6 +47,11 @@ def retry_after_seconds(value: bytes | str | None, now: float) -> float | None:
         return None
     seconds = when.timestamp() - now
     return max(0.0, seconds) if math.isfinite(seconds) else None
+
+
+def refused_before(meta: Mapping[str, Any]) -> int:
+    """How many times a request (its ``meta``) was refused before and sent again."""
+    return int(meta.get(REFUSALS) or 0)
 
 
 def robots_crawl_delay(body: bytes, user_agent: str) -> float | None:
