@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from scrapy import exceptions as scrapy_exceptions
 from scrapy.exceptions import IgnoreRequest
@@ -128,7 +128,7 @@ class HostMetricsMiddleware:
         self._wall_clock = wall_clock
         self._refusal_codes = frozenset(refusal_codes)
         self._keeps = scheduler_keeps
-        self._refusal_retries = refusal_retries if scheduler_keeps else 0
+        self._refusal_retries = refusal_retries
         self._retry_after_max = retry_after_max
         self._robots_agent = robots_user_agent
         self._handles_status = handles_status
@@ -236,18 +236,30 @@ class HostMetricsMiddleware:
         answers = self._signals.send_catch_log(
             host_refused, host=host, retry_after=wait, request=request
         )
-        refused = request.meta.get(meta_keys.REFUSALS, 0)
         if (
-            not any(answer is True for _, answer in answers)  # the host refuses everything
-            or refused >= self._refusal_retries
+            not self._may_send_again(request, answers)  # e.g. the host refuses everything
+            or request.meta.get(meta_keys.REFUSALS, 0) >= self._refusal_retries
             or request.meta.get("dont_retry")
-            or meta_keys.SEED_FETCH in request.meta  # the seed planner refetches its own
             or self._handles_status(request, response.status)
         ):
             return response  # RetryMiddleware, then the spider, decide as usual
+        return self._send_again(request, meta_keys.REFUSALS, "twolevel/refusals/sent_again")
+
+    def _may_send_again(self, request: Request, answers: list[tuple[Any, Any]]) -> bool:
+        """Whether the scheduler said yes (a signal handler answered ``True``), and the
+        request is this middleware's to send again: not a seed planner's fetch, which the
+        planner refetches itself, and only with this package's scheduler."""
+        return (
+            self._keeps
+            and meta_keys.SEED_FETCH not in request.meta
+            and any(answer is True for _, answer in answers)
+        )
+
+    def _send_again(self, request: Request, counter: str, stat: str) -> Request:
+        """A copy of ``request`` for the scheduler, its ``counter`` meta key one higher."""
         again = request.replace(dont_filter=True)
-        again.meta[meta_keys.REFUSALS] = refused + 1
-        self._stats.inc_value("twolevel/refusals/sent_again")
+        again.meta[counter] = request.meta.get(counter, 0) + 1
+        self._stats.inc_value(stat)
         return again
 
     def _read_crawl_delay(self, host: str, response: Response) -> None:
@@ -292,14 +304,10 @@ class HostMetricsMiddleware:
             repeat=repeat,
             request=request,
         )
-        ours = meta_keys.SEED_FETCH not in request.meta  # the seed planner refetches its own
-        if self._keeps and ours and any(answer is True for _, answer in answers):
-            self._stats.inc_value("twolevel/failures/sent_again")
-            again = request.replace(dont_filter=True)
+        if self._may_send_again(request, answers):
             # Queued behind the host's other requests (see Intake.quality): its next probe
             # tries another of its URLs, so one broken URL cannot be probed for ever.
-            again.meta[meta_keys.REQUEUED] = request.meta.get(meta_keys.REQUEUED, 0) + 1
-            return again
+            return self._send_again(request, meta_keys.REQUEUED, "twolevel/failures/sent_again")
         return None
 
 
