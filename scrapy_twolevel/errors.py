@@ -27,3 +27,8 @@ class ShapeMismatch(StateError):
             f"{path} was written with {key}={stored!r}, but this crawl has {key}={wanted!r}. "
             "It was left untouched."
         )
+
+
+class StoreUnavailable(OSError):
+    """The ``JOBDIR`` file can neither take writes nor replay the ones it holds in memory
+    (a file system gone read-only): what is queued cannot be read back until it can."""

@@ -29,7 +29,7 @@ LAYERS = {
     ),
     "glue": "config dupefilter packaging scheduler_contract",
     "crawl": (
-        "crash crawl example_project politeness_crawl recrawl_crawl startup testweb "
+        "crash crawl disk_faults example_project politeness_crawl recrawl_crawl startup testweb "
         "testweb_cli topics_crawl"
     ),
     "redis": (

@@ -147,6 +147,42 @@ class KillAfterResponses(SignalAfterResponses):
         return settings.getint("KILL_AFTER_RESPONSES"), "SIGKILL"
 
 
+class DiskFull:
+    """Extension: the JOBDIR file's disk is full from DISK_FULL = [after, until] responses
+    (until 0: never freed). A real write failure, without root: RLIMIT_FSIZE is set to the
+    size of the file's write-ahead log, so no write may grow it (nor any file of this
+    process past that size); SIGXFSZ is ignored, so writes fail with EFBIG as on a full
+    disk. The counts are DISK_FULL_STAT/filled and /freed in the crawl's stats."""
+
+    def __init__(self, crawler):
+        self.crawler = crawler
+        self.after, self.until = (int(x) for x in crawler.settings.getlist("DISK_FULL"))
+        self.wal = Path(crawler.settings["JOBDIR"]) / "twolevel" / "frontier.sqlite3-wal"
+        self.seen = 0
+
+    @classmethod
+    def from_crawler(cls, crawler):
+        import scrapy.signals
+
+        ext = cls(crawler)
+        crawler.signals.connect(ext.response_received, signal=scrapy.signals.response_received)
+        return ext
+
+    def response_received(self, **kwargs):
+        import resource
+        import signal
+
+        self.seen += 1
+        _, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+        if self.seen == self.after:
+            signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+            resource.setrlimit(resource.RLIMIT_FSIZE, (self.wal.stat().st_size, hard))
+            self.crawler.stats.set_value("disk_full/filled", self.seen)
+        elif self.seen == self.until:
+            resource.setrlimit(resource.RLIMIT_FSIZE, (hard, hard))
+            self.crawler.stats.set_value("disk_full/freed", self.seen)
+
+
 def record_leases(crawler):
     """Write to LEASES_FILE (if set), as JSON: ``leases``, how many requests the distributed
     node has handed out without committing their end (what the other nodes fetch again if

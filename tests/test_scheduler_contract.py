@@ -387,14 +387,20 @@ def test_stored_request_of_a_renamed_class_is_dropped_and_frees_its_host(tmp_pat
     scheduler.close("finished")
 
 
-def test_store_failure_keeps_the_request_in_memory(tmp_path, caplog):
+def test_a_store_refusing_every_write_holds_requests_until_it_takes_them(tmp_path):
+    """A file that refuses even the writes kept in its open transaction (query_only, as a
+    file system gone read-only): the request is kept in memory, nothing is handed out
+    while queued requests cannot be read back, and all of it comes out once writes work."""
     scheduler, crawler = create_scheduler({"TWOLEVEL_POLICY": "breadth-first"}, tmp_path / "j")
-    scheduler.backend.store.commit()
-    scheduler.backend.store.db.execute("PRAGMA query_only=ON")  # every write now fails, for real
+    store = scheduler.backend.store
+    store.commit()
+    store.db.execute("PRAGMA query_only=ON")  # every write now fails, for real
     assert scheduler.enqueue_request(Request("http://a.example/1"))
-    assert crawler.stats.get_value("twolevel/store_error") == 1
+    assert crawler.stats.get_value("twolevel/store_failures") == 1
+    assert scheduler.has_pending_requests()
+    assert scheduler.next_request() is None  # cannot read it back yet; not lost
+    store.db.execute("PRAGMA query_only=OFF")
     assert [r.url for r in dequeue_all(scheduler, crawler)] == ["http://a.example/1"]
-    scheduler.backend.store.db.execute("PRAGMA query_only=OFF")
     scheduler.close("finished")
 
 

@@ -261,3 +261,37 @@ def test_resuming_with_another_shape_raises_and_leaves_the_file(tmp_path):
     store = SqliteStore(path, shape={"mode": "hostname"})
     assert len(store.queue("h", True)) == 1
     store.close()
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+def test_head_sum_stays_exact_as_the_head_size_changes_after_every_response(tmp_path, kind):
+    """The session length follows the host's estimate, so the head size changes after
+    responses; each change reads only the entries between the old and the new size (no
+    whole-head resum), and the sum must stay exact under pushes, pops and resizes."""
+    import random
+
+    rng = random.Random(7)
+    store = None
+    if kind == "sqlite":
+        store = SqliteStore(tmp_path / "f.sqlite3")
+        q = store.queue("h", True)
+    else:
+        q = QualityHostQueue(block_size=4)  # many blocks: ranks cross block boundaries
+    size = 1
+    mirror = []  # (quality, seq)
+    for seq in range(1500):
+        roll = rng.random()
+        if mirror and roll < 0.25:
+            mirror.sort(key=lambda e: (-e[0], e[1]))
+            assert q.pop() == str(mirror.pop(0)[1]).encode()
+        elif roll < 0.45:
+            size = max(1, size + rng.choice([-7, -2, -1, 1, 1, 2, 5, 30]))
+            q.set_head_size(size)
+        else:
+            quality = rng.choice([rng.uniform(-1, 3), 1.0, 2.0])
+            q.push(quality, seq, str(seq).encode())
+            mirror.append((quality, seq))
+        best = sorted(mirror, key=lambda e: (-e[0], e[1]))[:size]
+        assert q.head_sum() == pytest.approx(sum(max(x, 0) for x, _ in best), abs=1e-6)
+    if store is not None:
+        store.close()

@@ -21,9 +21,8 @@ seq, host)``, and is ranked again once the clock passes ``retry_at``: a hard wai
 a pace (a request sent early is only held by the server; see ``_open_earliest_paced``).
 
 A request's outcome may be reported before or after its :meth:`~TwoLevelFrontier.done`
-(Scrapy 2.19 signals that a request left the downloader before its middlewares see the
-response or the failure), so a failure that arrives late still ends the session it
-belongs to.
+(Scrapy 2.19 signals a request's end before its middlewares see how it ended), so a
+failure that arrives late still ends the session it belongs to.
 
 Pure module: no Scrapy, no I/O; items, host keys and the clock are the caller's.
 """
@@ -37,14 +36,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from .estimates import (
-    IDLE_GAP,
-    PACE_LEAD,
-    REFUSAL_STREAK,
-    CostParams,
-    HostEstimate,
-    SharedPrior,
-)
+from .estimates import IDLE_GAP, PACE_LEAD, REFUSAL_STREAK, CostParams, HostEstimate, SharedPrior
 from .failures import FailurePolicy, jittered
 from .hosts import (
     GIVEN_UP_BUDGET,
@@ -168,9 +160,10 @@ class TwoLevelFrontier:
         :attr:`dropped_budget`) when the host was given up after failing or has had its
         budget: the item is dropped.
         """
+        # Counted once queued: a queue that raises (a failing store) has not taken it.
         if host_key == PLAIN_LANE:
-            self._pending += 1
             self._plain.push(quality, self._sequence.next(), item)
+            self._pending += 1
             return True
         host = self._hosts.get(host_key) or self.host(host_key)
         if host.given_up:
@@ -179,13 +172,11 @@ class TwoLevelFrontier:
             else:
                 self.dropped_host_failed += 1
             return False
+        head_changed = host.queue.push(
+            quality if self._by_quality else 0.0, self._sequence.next(), item
+        )
         self._pending += 1
-        if (
-            host.queue.push(quality if self._by_quality else 0.0, self._sequence.next(), item)
-            and not host.open
-            and not host.retry_at
-            and not host.paced_until
-        ):
+        if head_changed and not host.open and not host.retry_at and not host.paced_until:
             # Scores depend on the host's next session (its first P URLs) and estimates
             # only, so a URL queued behind that session leaves the score as it was.
             self._dirty[host_key] = host
@@ -220,11 +211,16 @@ class TwoLevelFrontier:
             host = opened
         else:
             return None
+        try:
+            item = host.queue.pop()
+        except BaseException:
+            self._ready.appendleft(host)  # a store that cannot read now: the host waits
+            raise
         host.busy = True
         host.session_served += 1
         host.previous_sent_at, host.sent_at = host.sent_at, self._clock()
         self._pending -= 1
-        return host.key, host.queue.pop()
+        return host.key, item
 
     def done(self, host_key: str) -> None:
         """The request last popped for ``host_key`` has finished (fetched or failed).

@@ -237,18 +237,34 @@ class QualityHostQueue:
         return self._head_sum
 
     def set_head_size(self, size: int) -> None:
-        self._head_size = max(1, size)
+        """Called after every response (the session length follows the host's estimate):
+        only the entries between the old and the new size are summed, not the whole head."""
+        old, new = self._head_size, max(1, size)
+        if new == old:
+            return
+        self._head_size = new
         if not self._len:
             return  # a new host's queue: nothing to sum
-        total, wanted = 0.0, self._head_size
+        if new > old:
+            self._head_sum += self._sum_ranks(old, new)
+        else:
+            self._head_sum -= self._sum_ranks(new, old)
+
+    def _sum_ranks(self, start: int, stop: int) -> float:
+        """Sum of the positive qualities at ranks ``start`` to ``stop - 1`` (0: the best)."""
+        total, offset = 0.0, 0  # offset: rank of the block's best entry
         for block in self._blocks_from_best():
-            for quality in block[-wanted:]:
-                if quality > 0:
-                    total += quality
-            wanted -= min(wanted, len(block))
-            if not wanted:
+            n = len(block)
+            if offset + n > start:
+                first = max(start - offset, 0)  # ranks within the block, from its best
+                last = min(stop - offset, n)
+                for quality in block[n - last : n - first]:
+                    if quality > 0:
+                        total += quality
+            offset += n
+            if offset >= stop:
                 break
-        self._head_sum = total
+        return total
 
     def close(self) -> None:
         self._qs.clear()

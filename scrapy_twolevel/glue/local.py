@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .._engine import call_later
+from ..errors import StoreUnavailable
 from ..frontier import PLAIN_LANE, HostEstimate, memory_queue
 from ..storage.sqlite import Leased, SqliteStore
 from ..storage.state_files import read_hosts, write_hosts
@@ -174,6 +175,8 @@ class JobdirBackend(MemoryBackend):
                 cache_mb=self._cache_mb,
                 commit_interval=self._commit_interval,
                 shape=self._shape,
+                on_error=self._store_failing,
+                on_recover=self._store_recovered,
             )
         if self._topics is not None:
             self._topics.load(self.statedir / "topics.json")
@@ -204,6 +207,33 @@ class JobdirBackend(MemoryBackend):
                     {"df": type(self.df).__name__},
                 )
         return self.df.open()
+
+    def _store_failing(self, exc: Exception) -> None:
+        self.reporter.inc("twolevel/store_failures")
+        self.reporter.warning(
+            "The JOBDIR file cannot be written (%(error)s): every change is kept in memory "
+            "and the crawl goes on; commits are retried every TWOLEVEL_COMMIT_INTERVAL. "
+            "A crash before one succeeds loses what a crash would lose now: the changes since "
+            "the last commit (their requests are fetched again on resume).",
+            {"error": f"{type(exc).__name__}: {exc}"},
+        )
+
+    def _store_recovered(self, saved: int) -> None:
+        # At the failure's level, so whoever saw the one sees the other.
+        self.reporter.warning(
+            "The JOBDIR file takes writes again: %(n)d kept changes saved.", {"n": saved}
+        )
+
+    def may_dispatch(self) -> bool:
+        """Not while the file can show no queued request (see SqliteStore.current)."""
+        if self.store is None or not self.store.stale:
+            return True
+        try:
+            self.store.current()
+        except StoreUnavailable:
+            self.dispatched()  # the commit timer retries
+            return False
+        return True
 
     def _item(self, request: Request) -> Any:
         data = self._codec.encode(request)

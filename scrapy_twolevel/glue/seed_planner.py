@@ -115,6 +115,15 @@ def recrawl_paths(settings: BaseSettings, spider_name: str) -> tuple[Path, Path]
     return history, model
 
 
+def _history_refused(exc: Exception) -> None:
+    logger.warning(
+        "The recrawl history file refuses writes (%s): the crawl goes on, its URLs are "
+        "kept, and the observations the file does not take are lost "
+        "(twolevel/recrawl/history_lost).",
+        exc,
+    )
+
+
 def make_clock(config: RecrawlConfig) -> ScaledClock:
     if config.time_scale != 1.0 and config.time_origin is None:
         raise ValueError(
@@ -321,6 +330,8 @@ class SeedPlanner:
                 timer.cancel()
         self._wake_timer = self._commit_timer = self._deadline_timer = None
         self._stats.set_value("twolevel/recrawl/seeds", len(self._plans))
+        if getattr(self.history, "lost", 0):
+            self._stats.set_value("twolevel/recrawl/history_lost", self.history.lost)
         try:
             counts = self.history.counts()
         except Exception as exc:  # the distributed mode's Redis may be gone by now
@@ -542,7 +553,8 @@ def open_seed_planner(
         history_location = f"Redis, under {history.prefix}"
     else:
         history_path, model_path = recrawl_paths(crawler.settings, spider_name)
-        history, model_store = HistoryStore(history_path), FileModelStore(model_path)
+        history = HistoryStore(history_path, on_error=_history_refused)
+        model_store = FileModelStore(model_path)
         history_location = str(history_path)
         if not job_dir(crawler.settings):
             # Without JOBDIR every crawl starts afresh, as Scrapy's do: the history is

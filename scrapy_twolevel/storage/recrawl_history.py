@@ -16,6 +16,11 @@ Writes are batched: :meth:`HistoryStore.commit` is called by the owner (at most 
 second in a crawl, and at close). A killed crawl loses at most the writes since then,
 and a seed whose plan was not committed is fetched once more than planned: never lost.
 
+A write or commit the disk refuses (full, I/O error, locked) never raises: the history
+is what the crawl learns from, not what it must fetch, so the refused observations are
+counted (:attr:`HistoryStore.lost`), ``on_error`` is told once, and the crawl goes on;
+later writes are kept again once the disk takes them.
+
 No Scrapy here. Raises :class:`~scrapy_twolevel.errors.StateError` for a
 file that is not a history file.
 """
@@ -23,7 +28,7 @@ file that is not a history file.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from ..errors import StateError
@@ -56,8 +61,13 @@ class HistoryStore:
     #: Read only from the thread that opened it (a SQLite connection's rule).
     thread_safe = False
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(
+        self, path: str | Path, on_error: Callable[[Exception], None] | None = None
+    ) -> None:
         self.path = Path(path)
+        self.on_error = on_error
+        #: Writes lost to a disk that refused them (see the module docstring).
+        self.lost = 0
         existed = self.path.exists() and self.path.stat().st_size > 0
         if not existed:
             self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -90,49 +100,71 @@ class HistoryStore:
 
     # -- writing ---------------------------------------------------------------------
 
+    def _write(self, sql: str, params: tuple[object, ...] = ()) -> int:
+        """Run one write: its row count, or -1 if the disk refused it."""
+        try:
+            cursor = self.db.execute(sql, params)
+        except sqlite3.OperationalError as exc:
+            self._refused(exc, 1)
+            return -1
+        self.uncommitted += 1
+        return cursor.rowcount
+
+    def _refused(self, exc: Exception, writes: int) -> None:
+        if not self.db.in_transaction:  # SQLite rolled back the writes before it, too
+            writes += self.uncommitted
+            self.uncommitted = 0
+            self.db.execute("BEGIN")
+        if not self.lost and self.on_error is not None:
+            self.on_error(exc)
+        self.lost += writes
+
     def record_fetch(self, seed: str, at: float, new_links: int) -> None:
         """A fetch of ``seed`` at ``at`` whose page held ``new_links`` links not seen before."""
-        self.db.execute("INSERT INTO fetches VALUES (?, ?, ?)", (seed, at, new_links))
-        self.uncommitted += 1
+        self._write("INSERT INTO fetches VALUES (?, ?, ?)", (seed, at, new_links))
 
     def record_article(
         self, url: str, seed: str, found_at: float, previous_fetch: float | None
     ) -> bool:
         """A new link on ``seed``'s page; ``False`` if the URL was already recorded."""
-        cursor = self.db.execute(
-            "INSERT OR IGNORE INTO articles VALUES (?, ?, ?, ?, NULL)",
-            (url, seed, found_at, previous_fetch),
+        return (
+            self._write(
+                "INSERT OR IGNORE INTO articles VALUES (?, ?, ?, ?, NULL)",
+                (url, seed, found_at, previous_fetch),
+            )
+            > 0
         )
-        self.uncommitted += 1
-        return cursor.rowcount > 0
 
     def record_published(self, url: str, published: float) -> bool:
         """The publish time read from the article page; ``False`` for an unknown URL."""
-        cursor = self.db.execute("UPDATE articles SET published=? WHERE url=?", (published, url))
-        self.uncommitted += 1
-        return cursor.rowcount > 0
+        return self._write("UPDATE articles SET published=? WHERE url=?", (published, url)) > 0
 
     def save_plan(self, plan: Plan) -> None:
-        self.db.execute(
+        self._write(
             "INSERT OR REPLACE INTO plans VALUES (?, ?, ?)", (plan.seed, plan.due, plan.request)
         )
-        self.uncommitted += 1
 
     def clear_plans(self) -> int:
         """Forget every plan (a new crawl, not a resumed one); how many there were."""
-        cursor = self.db.execute("DELETE FROM plans")
-        self.uncommitted += 1
-        return cursor.rowcount
+        return max(self._write("DELETE FROM plans"), 0)
 
     def commit(self) -> None:
-        if self.uncommitted:
+        if not self.uncommitted:
+            return
+        try:
             self.db.execute("COMMIT")
-            self.db.execute("BEGIN")
-            self.uncommitted = 0
+        except sqlite3.OperationalError as exc:
+            if self.db.in_transaction:
+                return  # still open (a lock): the next commit tries again
+            self._refused(exc, 0)
+            return
+        self.db.execute("BEGIN")
+        self.uncommitted = 0
 
     def close(self) -> None:
         self.commit()
-        self.db.execute("COMMIT")
+        if self.db.in_transaction:
+            self.db.execute("ROLLBACK")  # what the disk would not take
         self.db.close()
 
     # -- reading ---------------------------------------------------------------------

@@ -35,6 +35,17 @@ write ``commit_interval`` seconds after the last commit, whenever the owner call
 :meth:`SqliteStore.commit_if_due` (the scheduler arms a timer for it), and when the crawl
 stops. A killed process loses at most the writes since the last commit.
 
+A full disk or an I/O error loses nothing and stalls nothing: every write since the last
+commit is also kept in a redo list in memory. When a write or a commit fails, SQLite may
+have rolled the whole transaction back; the store then opens a new one with
+``cache_spill`` off (its pages stay in memory, so writes no longer touch the disk) and
+replays the list, so reads see every write again. Commits are retried at each commit
+time and the list is cleared by the first that succeeds. Until then a kill loses the
+writes since the last commit, as always, and the list grows with the crawl's writes.
+``on_error`` and ``on_recover`` tell the owner when writes start and stop failing. Only
+when even the replay fails (a file that refuses every write) do reads raise
+:class:`~scrapy_twolevel.errors.StoreUnavailable`, until a replay succeeds.
+
 The file records what shaped it (``shape``: the host-key mode, whether rows are ordered by
 quality), because rows queued under one host-key mode or order mean something else under
 another. Reopening with a different shape raises :class:`ShapeMismatch` and changes
@@ -55,7 +66,7 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from ..errors import ShapeMismatch, StateError
+from ..errors import ShapeMismatch, StateError, StoreUnavailable
 from ..frontier.queues import FifoHostQueue, HostQueue, QualityHostQueue
 
 #: Format marker stored in the file; bump when the schema changes.
@@ -107,8 +118,17 @@ class SqliteStore:
         commit_interval: float = 1.0,
         shape: Mapping[str, str] | None = None,
         clock: Callable[[], float] = time.monotonic,
+        on_error: Callable[[Exception], None] | None = None,
+        on_recover: Callable[[int], None] | None = None,
     ) -> None:
         self.path = Path(path)
+        self.on_error = on_error
+        self.on_recover = on_recover
+        # Writes since the last commit, replayed if a failure rolls the transaction back.
+        self._redo: list[tuple[str, Any, bool]] = []
+        self.failing = False  # a write or commit failed and no commit has succeeded since
+        self.stale = False  # the replay failed too: reads would miss writes
+        self.commits = 0
         existed = self.path.exists() and self.path.stat().st_size > 0
         self.db = sqlite3.connect(self.path, isolation_level=None)
         shape = dict(shape or {})
@@ -142,11 +162,12 @@ class SqliteStore:
         self._host_ids: dict[str, int] = dict(
             (key, hid) for hid, key in self.db.execute("SELECT id, key FROM hosts")
         )
+        self._next_host_id = self._first_new_host_id = max(self._host_ids.values(), default=0) + 1
         self.db.execute("BEGIN")
         #: Requests that were leased when the file was last closed or killed.
         self.resumed_leases = self.leased
         if self.resumed_leases:
-            self.db.execute("UPDATE requests SET host = -host WHERE host < 0")
+            self.write("UPDATE requests SET host = -host WHERE host < 0")
             self.commit()
 
     @classmethod
@@ -205,10 +226,61 @@ class SqliteStore:
     def host_id(self, key: str) -> int:
         hid = self._host_ids.get(key)
         if hid is None:
-            hid = self.db.execute("INSERT INTO hosts (key) VALUES (?)", (key,)).lastrowid
-            assert hid is not None
+            hid = self._next_host_id
+            self._next_host_id += 1
+            self.write("INSERT INTO hosts (id, key) VALUES (?, ?)", (hid, key))
             self._host_ids[key] = hid
         return hid
+
+    # -- writes that survive a failing disk ------------------------------------
+
+    def write(self, sql: str, params: Any = (), *, many: bool = False) -> None:
+        """Run one write, kept for replay until the next commit; never raises for a
+        failing disk (see the module docstring)."""
+        self._redo.append((sql, params, many))
+        if self.stale:
+            return  # replayed with the rest by the next commit or read
+        try:
+            (self.db.executemany if many else self.db.execute)(sql, params)
+        except sqlite3.OperationalError as exc:
+            self._failed(exc)
+
+    def _failed(self, exc: Exception) -> None:
+        if not self.failing and self.on_error is not None:
+            self.on_error(exc)
+        self.failing = True
+        self._replay()
+
+    def _replay(self) -> bool:
+        """Start a transaction over again with every write since the last commit."""
+        try:
+            if self.db.in_transaction:
+                self.db.execute("ROLLBACK")
+            self.db.execute("PRAGMA cache_spill=OFF")
+            self.db.execute("BEGIN")
+            for sql, params, many in self._redo:
+                (self.db.executemany if many else self.db.execute)(sql, params)
+        except sqlite3.OperationalError:
+            self.stale = True
+            return False
+        self.stale = False
+        return True
+
+    def current(self) -> None:
+        """Before a read: make sure it sees every write, or raise StoreUnavailable."""
+        if self.stale and not self._replay():
+            raise StoreUnavailable(
+                f"{self.path} refuses writes and cannot show the {len(self._redo)} kept in "
+                "memory; they are kept until it takes them."
+            )
+
+    def rows_of(self, host_id: int) -> int:
+        """Pending rows of a host (none for one new in this run: no read needed)."""
+        if host_id >= self._first_new_host_id:
+            return 0
+        self.current()
+        row = self.db.execute("SELECT COUNT(*) FROM requests WHERE host=?", (host_id,))
+        return int(row.fetchone()[0])
 
     def stored_hosts(self) -> Iterator[tuple[str, int]]:
         """``(host key, pending rows)`` for every host with rows on disk."""
@@ -229,7 +301,8 @@ class SqliteStore:
         """One more write; commit if enough writes or time have passed."""
         self._uncommitted += 1
         if (
-            self._uncommitted >= self._commit_every
+            # While commits fail, retry by time only: each try replays every kept write.
+            (self._uncommitted >= self._commit_every and not self.failing)
             or self._clock() - self._last_commit >= self._commit_interval
         ):
             self.commit()
@@ -258,7 +331,7 @@ class SqliteStore:
 
     def release(self, seq: int) -> None:
         """The leased request ``seq`` is finished: forget it."""
-        self.db.execute("DELETE FROM requests WHERE seq=?", (seq,))
+        self.write("DELETE FROM requests WHERE seq=?", (seq,))
         # Not committed here: releases run inside the pre-commit flush too.
         self.counted()
 
@@ -289,29 +362,53 @@ class SqliteStore:
                 if stored.get(key) != wanted:
                     raise ShapeMismatch(self.path, key, stored.get(key), wanted)
         else:
-            self.db.executemany(
+            self.write(
                 "INSERT INTO meta VALUES (?, ?)",
                 [(_SEEN_PREFIX + key, value) for key, value in identity.items()],
+                many=True,
             )
             self.commit()
         return SqliteSeenStore(self, with_queue=with_queue)
 
-    def commit(self) -> None:
+    def commit(self) -> bool:
+        """Write everything since the last commit; ``False`` if the disk refused it (the
+        writes are kept, and the next commit tries again)."""
         for flush in self._before_commit:
             flush()
-        self.db.execute("COMMIT")
+        self._last_commit = self._clock()
+        try:
+            self.current()
+            self.db.execute("COMMIT")
+        except (sqlite3.OperationalError, StoreUnavailable) as exc:
+            if not self.stale:
+                self._failed(exc)
+            return False
+        saved = len(self._redo)
+        self._redo.clear()
+        self.commits += 1
         self.db.execute("BEGIN")
         self._uncommitted = 0
-        self._last_commit = self._clock()
+        if self.failing:
+            self.failing = False
+            self.db.execute("PRAGMA cache_spill=ON")
+            if self.on_recover is not None:
+                self.on_recover(saved)
+        return True
 
     def queue(self, host_key: str, by_quality: bool) -> SqliteHostQueue:
         """:data:`~scrapy_twolevel.frontier.frontier.QueueFactory` for disk queues."""
         return SqliteHostQueue(self, host_key, by_quality)
 
     def close(self) -> None:
-        for flush in self._before_commit:
-            flush()
-        self.db.execute("COMMIT")
+        """Commit and close; if the disk still refuses, the writes since the last commit
+        are lost, as in a kill (a resumed crawl fetches their leases again)."""
+        committed = self.commit()
+        if not committed and self.on_error is not None:
+            self.on_error(
+                StoreUnavailable(f"{self.path}: {len(self._redo)} writes could not be saved")
+            )
+        if self.db.in_transaction:
+            self.db.execute("ROLLBACK")
         self.db.close()
 
 
@@ -323,11 +420,16 @@ class SqliteSeenStore:
         self._db = store.db
         self._note_write = store.counted if with_queue else store.wrote
         self._pending: set[bytes] = set()
+        # Keys written since the last commit, which a failing disk may have rolled back.
+        self._unsaved: set[bytes] = set()
+        self._unsaved_since = store.commits
         self._len = int(self._db.execute("SELECT COUNT(*) FROM seen").fetchone()[0])
         store.before_commit(self.flush)
 
     def __contains__(self, key: bytes) -> bool:
-        if key in self._pending:
+        # Never raises: the file's view is the last commit or more, and the keys written
+        # since then are in _unsaved; together they are every key added.
+        if key in self._pending or key in self._unsaved:
             return True
         return self._db.execute("SELECT 1 FROM seen WHERE key=?", (key,)).fetchone() is not None
 
@@ -340,14 +442,21 @@ class SqliteSeenStore:
 
     def flush(self) -> None:
         """Write the pending keys (in key order: fewer B-tree pages touched per batch)."""
+        if self._store.commits != self._unsaved_since:
+            self._unsaved.clear()  # committed since they were written
+            self._unsaved_since = self._store.commits
         if self._pending:
-            self._db.executemany(
-                "INSERT OR IGNORE INTO seen (key) VALUES (?)", ((k,) for k in sorted(self._pending))
+            self._store.write(
+                "INSERT OR IGNORE INTO seen (key) VALUES (?)",
+                [(k,) for k in sorted(self._pending)],
+                many=True,
             )
+            self._unsaved |= self._pending
             self._pending.clear()
 
     def keys(self) -> Iterator[bytes]:
         self.flush()
+        self._store.current()
         # fetchall-free: a cursor of its own, read while the caller adds nothing.
         for (key,) in self._db.execute("SELECT key FROM seen"):
             yield bytes(key)
@@ -392,8 +501,7 @@ class SqliteHostQueue:
         self._store = store
         self._id = store.host_id(host_key)
         self._by_quality = by_quality
-        row = store.db.execute("SELECT COUNT(*) FROM requests WHERE host=?", (self._id,)).fetchone()
-        self._len = int(row[0])
+        self._len = store.rows_of(self._id)
         self._mem: HostQueue | None = None
         self._head_size = 1
         # Sum of the head's qualities (None: recompute when asked) and the key of the head's
@@ -410,13 +518,14 @@ class SqliteHostQueue:
             self._head_sum = None
             return True
         negq = -quality
-        self._store.db.execute(
+        store = self._store
+        store.write(
             "INSERT INTO requests (seq, host, negq, data) VALUES (?, ?, ?, ?)",
             (seq, self._id, negq, item),
         )
-        self._store.wrote()
+        store.wrote()
         self._len += 1
-        if self._head_sum is None or (self._mem is not None and len(self._mem)):
+        if self._head_sum is None or (self._mem is not None and len(self._mem)) or store.failing:
             self._head_sum = None
             return True  # recomputed when next asked for
         # Keep the head sum up to date with at most a one-row lookup, instead of
@@ -434,6 +543,7 @@ class SqliteHostQueue:
         return False
 
     def _nth_key(self, offset: int) -> tuple[float, int]:
+        self._store.current()
         row = self._store.db.execute(
             "SELECT negq, seq FROM requests WHERE host=? ORDER BY negq, seq LIMIT 1 OFFSET ?",
             (self._id, offset),
@@ -444,15 +554,33 @@ class SqliteHostQueue:
         if self._mem is not None and len(self._mem):
             self._head_sum = None
             return self._mem.pop()
-        db = self._store.db
-        seq, data = db.execute(
-            "SELECT seq, data FROM requests WHERE host=? ORDER BY negq, seq LIMIT 1",
+        store = self._store
+        store.current()
+        negq, seq, data = store.db.execute(
+            "SELECT negq, seq, data FROM requests WHERE host=? ORDER BY negq, seq LIMIT 1",
             (self._id,),
         ).fetchone()
-        db.execute("UPDATE requests SET host = -host WHERE seq=?", (seq,))
-        self._store.wrote()
+        store.write("UPDATE requests SET host = -host WHERE seq=?", (seq,))
+        store.wrote()
         self._len -= 1
-        self._head_sum = None
+        last = self._head_last
+        if self._head_sum is None or last is None or self._mem or store.failing:
+            self._head_sum = None  # recomputed when next asked for
+            self._head_last = None
+        else:
+            # The best row leaves the head and the first row behind it enters: one seek,
+            # not a resum of the head (a session pops after every response).
+            self._head_sum -= max(-negq, 0.0)
+            row = store.db.execute(
+                "SELECT negq, seq FROM requests WHERE host=? AND (negq, seq) > (?, ?) "
+                "ORDER BY negq, seq LIMIT 1",
+                (self._id, last[0], last[1]),
+            ).fetchone()
+            if row is None:
+                self._head_last = None  # the head is no longer full
+            else:
+                self._head_sum += max(-row[0], 0.0)
+                self._head_last = (row[0], row[1])
         return Leased(seq, bytes(data))
 
     def __len__(self) -> int:
@@ -461,6 +589,7 @@ class SqliteHostQueue:
     def best_quality(self) -> float:
         if self._mem is not None and len(self._mem):
             return self._mem.best_quality()
+        self._store.current()
         row = self._store.db.execute(
             "SELECT negq FROM requests WHERE host=? ORDER BY negq, seq LIMIT 1", (self._id,)
         ).fetchone()
@@ -468,6 +597,7 @@ class SqliteHostQueue:
 
     def head_sum(self) -> float:
         if self._head_sum is None:
+            self._store.current()
             rows = self._store.db.execute(
                 "SELECT negq, seq FROM requests WHERE host=? ORDER BY negq, seq LIMIT ?",
                 (self._id, self._head_size),
@@ -480,13 +610,38 @@ class SqliteHostQueue:
         return self._head_sum
 
     def set_head_size(self, size: int) -> None:
+        """Called after every response: with a full head, only the rows between the old
+        and the new size are read (one index seek from the head's last row)."""
         size = max(1, size)
-        if size != self._head_size:
-            self._head_size = size
-            self._head_sum = None
+        if size == self._head_size:
+            return
+        old, self._head_size = self._head_size, size
+        if self._mem is not None:
+            self._mem.set_head_size(size)
+        last = self._head_last
+        if last is None and size > old and self._head_sum is not None and not self._mem:
+            return  # the head was not full: every row is in it already
+        if self._head_sum is None or last is None or self._mem or self._store.failing:
+            self._head_sum = None  # recomputed when next asked for
             self._head_last = None
-            if self._mem is not None:
-                self._mem.set_head_size(size)
+            return
+        self._store.current()
+        if size > old:
+            rows = self._store.db.execute(
+                "SELECT negq, seq FROM requests WHERE host=? AND (negq, seq) > (?, ?) "
+                "ORDER BY negq, seq LIMIT ?",
+                (self._id, last[0], last[1], size - old),
+            ).fetchall()
+            self._head_sum -= sum(negq for negq, _ in rows if negq < 0)
+            self._head_last = (rows[-1][0], rows[-1][1]) if len(rows) == size - old else None
+        else:
+            rows = self._store.db.execute(
+                "SELECT negq, seq FROM requests WHERE host=? AND (negq, seq) <= (?, ?) "
+                "ORDER BY negq DESC, seq DESC LIMIT ?",
+                (self._id, last[0], last[1], old - size + 1),
+            ).fetchall()
+            self._head_sum += sum(negq for negq, _ in rows[:-1] if negq < 0)
+            self._head_last = (rows[-1][0], rows[-1][1])
 
     def close(self) -> None:
         """Rows stay on disk; only the memory part is dropped."""
