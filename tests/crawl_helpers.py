@@ -183,6 +183,15 @@ class DiskFull:
             self.crawler.stats.set_value("disk_full/freed", self.seen)
 
 
+class DontFilterStarts:
+    """Spider middleware: start requests with ``dont_filter=True``, as Scrapy's own
+    ``Spider.start()`` makes them from plain ``start_urls``."""
+
+    async def process_start(self, start):
+        async for item in start:
+            yield item.replace(dont_filter=True) if hasattr(item, "dont_filter") else item
+
+
 def record_leases(crawler):
     """Write to LEASES_FILE (if set), as JSON: ``leases``, how many requests the distributed
     node has handed out without committing their end (what the other nodes fetch again if

@@ -12,6 +12,7 @@ from __future__ import annotations
 import pytest_twisted
 from scrapy import Request, Spider
 from scrapy.utils.test import get_crawler
+from twisted.internet import defer
 
 from scrapy_twolevel.codec import SpiderCodec
 from scrapy_twolevel.config import ClusterConfig
@@ -161,3 +162,81 @@ def test_a_request_for_another_nodes_bucket_goes_to_its_inbox(redis_crawl, redis
         other.leave()
     assert parts.stats.get_value("twolevel/redis/routed_out") == 1
     assert parts.stats.get_value("twolevel/redis/buckets_given") == BUCKETS // 2
+
+
+@defer.inlineCallbacks
+def joined_node(redis_url, crawl_id, body):
+    """Run ``body(parts)`` (a generator of Deferreds) on a node that joined the crawl
+    first (taking every bucket), then leave and close it whatever happened."""
+    parts = Parts(redis_url, crawl_id, "n1")
+    try:
+        parts.cluster.join()
+        yield defer.inlineCallbacks(body)(parts)
+    finally:
+        yield parts.cluster.leave()
+        yield parts.cluster.close("finished")
+
+
+@pytest_twisted.inlineCallbacks
+def test_a_tick_failing_after_its_commit_sends_nothing_twice(redis_crawl, redis_url):
+    """The inbox read fails after the commit (its stream is the wrong type, a real Redis
+    error): the next tick must not commit the stores again (their seen keys were appended
+    once per send, for ever while the fault lasted)."""
+    client, crawl_id = redis_crawl
+    stream = f"twolevel:{crawl_id}:inbox:n1"
+
+    def body(parts):
+        cluster = parts.cluster
+        yield cluster.tick()
+        assert parts.enqueue(f"http://{host_in(0)}/a")
+        client.delete(stream)
+        client.set(stream, "not a stream")
+        yield cluster.tick()
+        assert cluster.counts["sync_errors"] == 1
+        client.delete(stream)
+        cluster.node.inbox._ensure_group("n1")
+        yield cluster.tick()
+        yield cluster.tick()
+        assert client.strlen(f"twolevel:{crawl_id}:seen:0") == 16  # one key, sent once
+        assert cluster.counts["stored"] == 1
+
+    yield joined_node(redis_url, crawl_id, body)
+
+
+@pytest_twisted.inlineCallbacks
+def test_a_fault_while_applying_a_tick_does_not_stop_the_ticks(redis_crawl, redis_url):
+    """An exception in the reactor-side half of a tick used to leave no timer armed: the
+    node stopped heartbeating, was reaped, and never came back or exited."""
+
+    def broken_wake() -> None:
+        raise RuntimeError("the engine's wake failed")
+
+    def body(parts):
+        cluster = parts.cluster
+        cluster._wake = broken_wake
+        assert parts.enqueue(f"http://{host_in(0)}/a")  # queued: the tick wakes the engine
+        yield cluster.tick()
+        assert cluster.counts["apply_errors"] == 1
+        assert cluster._timer is not None  # the next tick is due
+        yield cluster.tick()  # and it runs
+        assert cluster.counts["apply_errors"] == 2
+
+    yield joined_node(redis_url, redis_crawl[1], body)
+
+
+@pytest_twisted.inlineCallbacks
+def test_start_requests_are_fetched_once_crawl_wide(redis_crawl, redis_url):
+    """Scrapy makes start_urls dont_filter, and every node (and a restarted one) yields
+    them: each node used to fetch every start URL. A start request now passes the
+    crawl's seen keys like any other; other dont_filter requests still bypass them."""
+    start = {"dont_filter": True, "meta": {"is_start_request": True}}
+
+    def body(parts):
+        url = f"http://{host_in(0)}/"
+        assert parts.enqueue(url, **start)
+        assert not parts.enqueue(url, **start)  # a second node's copy, or a restart's
+        assert parts.enqueue(url, dont_filter=True)  # a callback's: Scrapy's meaning kept
+        assert len(parts.frontier) == 2
+        yield None
+
+    yield joined_node(redis_url, redis_crawl[1], body)

@@ -202,6 +202,24 @@ def test_three_nodes_fetch_every_page_exactly_once(tmp_path, web_server, redis_c
     assert "no nodes" in twolevel_command("status", crawl_id, setting)
 
 
+def test_plain_start_urls_are_fetched_once_by_all_nodes_and_restarts(
+    tmp_path, web_server, redis_crawl, redis_url
+):
+    """Scrapy makes start_urls dont_filter: each node used to fetch every start page, and
+    every restart again (a chaos run fetched 114 start pages twice)."""
+    _client, crawl_id = redis_crawl
+    web = slow_web(hosts=8, pages=10, seed=9)
+    server = web_server(web)
+    plain = {"SPIDER_MIDDLEWARES": {"crawl_helpers.DontFilterStarts": 0}}
+    nodes = [Node(tmp_path, f"n{i}", server, redis_url, crawl_id, **plain) for i in range(2)]
+    for node in nodes:
+        node.finished()
+    assert fetched(server) == {page: 1 for page in web.reachable()}
+    restarted = Node(tmp_path, "restarted", server, redis_url, crawl_id, **plain).finished()
+    assert responses(restarted) == 0
+    assert fetched(server) == {page: 1 for page in web.reachable()}
+
+
 def twolevel_command(action, crawl_id, setting, *args):
     scrapy = Path(sys.executable).with_name("scrapy")
     proc = subprocess.run(

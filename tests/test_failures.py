@@ -271,7 +271,9 @@ def test_failures_spread_over_sessions_still_count_in_a_row():
 
 
 def test_host_is_given_up_after_failed_sessions_in_a_row_and_its_urls_dropped():
-    f, clock, given_up = frontier()
+    f, clock, given_up = frontier(max_open=2)
+    f.push("busy", 1.0, "b")
+    assert f.pop() == ("busy", "b")  # in flight all along: the crawl is not only failing hosts
     for i in range(10):
         f.push("dead", 1.0, i)
     waits = []
@@ -290,6 +292,7 @@ def test_host_is_given_up_after_failed_sessions_in_a_row_and_its_urls_dropped():
     assert f.push("dead", 1.0, "late") is False  # later URLs are dropped as they come
     assert f.dropped_host_failed == 7 and len(f) == 0
     assert f.pop() is None
+    answer(f, "busy")
     assert f.push("alive", 1.0, "x") is True and f.pop() == ("alive", "x")
 
 
@@ -381,3 +384,38 @@ def test_a_host_down_for_five_minutes_loses_nothing_under_the_defaults():
             served += 1
     assert (given_up, lost, served) == ([], [], 50)
     assert clock.now > down[1]  # it was served again after the outage
+
+
+def test_when_only_failing_hosts_are_left_one_that_never_answered_goes_at_its_second_failure():
+    """FAILED_SESSIONS is 3, but with nothing else to crawl a third probe would only hold
+    the crawl open: a host that never answered goes at its second failed session then.
+    While another host has a request in flight, the third is waited for."""
+    f, clock, given_up = frontier(max_open=2)
+    f.push("busy", 1.0, "b0")
+    assert f.pop() == ("busy", "b0")  # in flight all along
+    for i in range(5):
+        f.push("dead", 1.0, f"d{i}")
+    for expected in ("d0", "d1"):  # a session ends after 2 failures in a row
+        assert f.pop() == ("dead", expected)
+        fail(f, "dead", timeout=True)
+    assert f.next_retry_at() == 110.0  # failed session 1: back off 10 s
+    clock.now = 110.0
+    assert f.pop() == ("dead", "d2")
+    fail(f, "dead", timeout=True)  # failed session 2; busy is in flight: not the end game
+    assert given_up == [] and f.next_retry_at() == 130.0
+    clock.now = 130.0
+    assert f.pop() == ("dead", "d3")
+    fail(f, "dead", timeout=True)  # failed session 3: given up by the ordinary rule
+    assert given_up == [("dead", 1)]
+
+    f, clock, given_up = frontier(max_open=2)
+    for i in range(5):
+        f.push("dead", 1.0, f"d{i}")
+    for expected in ("d0", "d1"):
+        assert f.pop() == ("dead", expected)
+        fail(f, "dead", timeout=True)
+    assert given_up == [] and f.next_retry_at() == 110.0  # alone, it still gets a probe
+    clock.now = 110.0
+    assert f.pop() == ("dead", "d2")
+    fail(f, "dead", timeout=True)  # failed session 2 with nothing else left: given up
+    assert given_up == [("dead", 2)]

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from scrapy_twolevel.distributed.buckets import bucket_of
-from scrapy_twolevel.distributed.node import Batch, Node, clear_crawl, status
+from scrapy_twolevel.distributed.node import AfterCommit, Batch, Node, clear_crawl, status
 
 BUCKETS = 4
 
@@ -221,13 +221,92 @@ def test_orphaned_inbox_is_rerouted_by_the_idle_check(redis_crawl):
     assert [e.data for e in a.sync(Batch()).received] == [b"for b"]
 
 
-def test_damaged_seen_log_is_an_error_not_a_silent_loss(redis_crawl):
+def test_a_damaged_seen_log_is_counted_and_its_bucket_still_loads(redis_crawl):
+    """Raising here failed every tick for ever (the bucket was never loaded, the crawl
+    never ended); now the bucket loads without its seen keys (its pages may be fetched
+    again, none is lost) and the damage is reported."""
     client, crawl_id = redis_crawl
+    a = node(client, crawl_id, "a")
+    a.sync(Batch())
+    a.sync(Batch(stores=[(0, "e1", b"req1", key(1))]))
     client.set(f"twolevel:{crawl_id}:seen:0", b"not 16 bytes")
-    a = Node(client, crawl_id, "a", buckets=BUCKETS, ttl=10.0)
-    a.join()
-    with pytest.raises(ValueError, match="damaged"):
-        a.sync(Batch())
+    restarted = node(client, crawl_id, "a")  # frees its holds, loads them again
+    result = restarted.sync(Batch())
+    assert result.damaged_seen == [0]
+    assert result.acquired[0] == ([("e1", b"req1")], [])
+    assert restarted.sync(Batch()).damaged_seen == []  # held now: not read again
+
+
+def break_inbox(client, crawl_id, name):
+    """Make the node's inbox stream a string: every read of it fails (WRONGTYPE)."""
+    client.delete(f"twolevel:{crawl_id}:inbox:{name}")
+    client.set(f"twolevel:{crawl_id}:inbox:{name}", "not a stream")
+
+
+def mend_inbox(client, crawl_id, n):
+    client.delete(f"twolevel:{crawl_id}:inbox:{n.node_id}")
+    n.inbox._ensure_group(n.node_id)
+
+
+def test_buckets_taken_by_a_tick_that_then_fails_are_taken_and_loaded_again(redis_crawl):
+    """They used to be recorded as held before the tick was known to succeed: never
+    loaded, their hosts never crawled, the crawl never ended."""
+    client, crawl_id = redis_crawl
+    a = node(client, crawl_id, "a")
+    a.sync(Batch())
+    a.sync(Batch(stores=[(0, "e1", b"req1", key(1))]))
+    restarted = node(client, crawl_id, "a")
+    break_inbox(client, crawl_id, "a")
+    with pytest.raises(AfterCommit):
+        restarted.sync(Batch())
+    assert restarted.held == set()
+    mend_inbox(client, crawl_id, restarted)
+    result = restarted.sync(Batch())
+    assert set(result.acquired) == set(range(BUCKETS))
+    assert result.acquired[0] == ([("e1", b"req1")], [key(1)])
+    assert restarted.held == set(range(BUCKETS))
+
+
+def test_a_tick_failing_after_its_commit_asks_to_send_only_what_it_had_not_done(redis_crawl):
+    """Sending the whole batch again appended every seen key and cross URL a second time,
+    and a persistent fault did so on every tick."""
+    client, crawl_id = redis_crawl
+    a = node(client, crawl_id, "a")
+    b = node(client, crawl_id, "b")
+    a.sync(Batch())
+    b.sync(Batch())
+    mine = sorted(a.registry.owned())
+    theirs = sorted(b.registry.owned())
+    a.sync(Batch())
+    break_inbox(client, crawl_id, "a")
+    batch = Batch(
+        stores=[(mine[0], "e1", b"req1", key(1))],
+        routes=[(theirs[0], host_in(theirs[0]), b"cross")],
+        release=[],
+    )
+    with pytest.raises(AfterCommit) as failed:
+        a.sync(batch)
+    assert not failed.value.remaining  # the commit went through: nothing to send again
+    assert client.strlen(f"twolevel:{crawl_id}:seen:{mine[0]}") == 16
+    assert client.xlen(f"twolevel:{crawl_id}:inbox:b") == 1
+    mend_inbox(client, crawl_id, a)
+    a.sync(failed.value.remaining)
+    assert client.strlen(f"twolevel:{crawl_id}:seen:{mine[0]}") == 16
+    assert client.xlen(f"twolevel:{crawl_id}:inbox:b") == 1
+
+
+def test_a_damaged_inbox_entry_is_dropped_and_counted_not_read_for_ever(redis_crawl):
+    client, crawl_id = redis_crawl
+    a = node(client, crawl_id, "a")
+    a.sync(Batch())
+    stream = f"twolevel:{crawl_id}:inbox:a"
+    client.xadd(stream, {"host": "h.test"})  # no data
+    client.xadd(stream, {"host": "h.test", "data": b"ok"})
+    result = a.sync(Batch())
+    assert [e.data for e in result.received] == [b"ok"]
+    assert result.damaged_entries == 1
+    assert client.xlen(stream) == 1  # the damaged one is gone; the good one awaits its ack
+    assert a.sync(Batch()).damaged_entries == 0
 
 
 def test_leader_rebalances_by_pending_requests_through_hand_overs(redis_crawl):

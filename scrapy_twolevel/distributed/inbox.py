@@ -40,6 +40,7 @@ class Inbox:
         self.node_id = node_id
         self.maxlen = maxlen
         self._recovering = True  # first read what was delivered before and not acknowledged
+        self._damaged = 0
         self._ensure_group(node_id)
 
     def stream(self, node: str) -> str:
@@ -84,13 +85,28 @@ class Inbox:
         reply = self.redis.xreadgroup(
             GROUP, self.node_id, {self.stream(self.node_id): start}, count=count
         )
-        entries = []
+        entries, damaged = [], []
         for _stream, items in reply or ():
             for entry_id, fields in items:
                 if not fields:  # deleted after delivery: nothing left to process
                     continue
-                entries.append(_entry(entry_id, fields))
+                try:
+                    entries.append(_entry(entry_id, fields))
+                except ValueError:
+                    damaged.append(entry_id)
+        if damaged:
+            # Dropped and counted: read again, it would fail every tick for ever.
+            pipe = self.redis.pipeline(transaction=True)
+            pipe.xack(self.stream(self.node_id), GROUP, *damaged)
+            pipe.xdel(self.stream(self.node_id), *damaged)
+            pipe.execute()
+            self._damaged += len(damaged)
         return entries
+
+    def take_damaged(self) -> int:
+        """Damaged entries dropped since the last call."""
+        count, self._damaged = self._damaged, 0
+        return count
 
     def ack(self, entries: Iterable[Entry]) -> None:
         """The entries are stored in this node's frontier: drop them from the inbox."""

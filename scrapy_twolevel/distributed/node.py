@@ -190,6 +190,16 @@ return n
 """
 
 
+class AfterCommit(Exception):
+    """A tick failed after its batch was committed: only ``remaining`` (what the tick had
+    not done yet) may be sent again, or the commit would be applied twice."""
+
+    def __init__(self, remaining: Batch, result: SyncResult, cause: Exception) -> None:
+        super().__init__(f"{type(cause).__name__}: {cause}")
+        self.remaining = remaining
+        self.result = result  # what the commit did, for the counts
+
+
 @dataclass
 class Batch:
     """What the scheduler changed since the last tick (filled on the reactor thread)."""
@@ -251,6 +261,10 @@ class SyncResult:
     planned: bool | None = None
     #: Buckets this node (the leader) moved by measured load this tick.
     rebalanced: int = 0
+    #: Damaged data skipped this tick: inbox entries dropped, buckets whose seen keys
+    #: could not be read (loaded without them: their URLs may be fetched again).
+    damaged_entries: int = 0
+    damaged_seen: list[int] = field(default_factory=list)
     round_trips: int = 0
     #: CPU seconds the tick took in its thread (client-side cost of the Redis I/O).
     cpu: float = 0.0
@@ -378,25 +392,34 @@ class Node:
             self._commit_batch(batch, result)
         except NotAMember:
             self._commit_batch(self._rejoin(batch, result), result)
-        if batch.release:
-            result.round_trips += 1
-            self._call(self._release, batch.release)
-            self.held.difference_update(batch.release)
-            result.released = list(batch.release)
-        owned = self.registry.owned()
-        result.owned = owned
-        wanted = sorted(owned - self.held)
-        if wanted:
-            self._take(wanted, result)
-        assert self.inbox is not None
-        result.round_trips += 1
-        result.received = self.inbox.receive(receive)
-        if batch.check_idle and not result.received:
-            result.round_trips += 1
-            result.idle = self.crawl_idle()
-            if result.idle:
+        remaining = Batch(release=list(batch.release))
+        try:
+            if batch.release:
                 result.round_trips += 1
-                result.planned = bool(self.redis.exists(f"{self.prefix}planned"))
+                self._call(self._release, batch.release)
+                self.held.difference_update(batch.release)
+                result.released = list(batch.release)
+                remaining.release = []
+            owned = self.registry.owned()
+            result.owned = owned
+            wanted = sorted(owned - self.held)
+            if wanted:
+                self._take(wanted, result)
+            assert self.inbox is not None
+            result.round_trips += 1
+            result.received = self.inbox.receive(receive)
+            result.damaged_entries = self.inbox.take_damaged()
+            if batch.check_idle and not result.received:
+                result.round_trips += 1
+                result.idle = self.crawl_idle()
+                if result.idle:
+                    result.round_trips += 1
+                    result.planned = bool(self.redis.exists(f"{self.prefix}planned"))
+        except Exception as exc:
+            raise AfterCommit(remaining, result, exc) from exc
+        # Held only now that the tick is known to succeed: a failed one takes (and loads)
+        # its buckets again next time, instead of holding them unloaded.
+        self.held.update(result.acquired)
         return result
 
     def _rejoin(self, batch: Batch, result: SyncResult) -> Batch:
@@ -468,14 +491,18 @@ class Node:
         for i in range(0, len(loaded), 4):
             bucket, flat, packed = int(loaded[i]), loaded[i + 1], loaded[i + 2]
             entries = [(flat[j].decode(), flat[j + 1]) for j in range(0, len(flat), 2)]
-            content[bucket] = (entries, unpack_keys(packed, self.seen_log.key(bucket)))
+            try:
+                keys = unpack_keys(packed, self.seen_log.key(bucket))
+            except ValueError:
+                keys = []  # damaged: its requests still load; what it saw may come again
+                result.damaged_seen.append(bucket)
+            content[bucket] = (entries, keys)
             plans = loaded[i + 3]
             if plans:
                 result.plans[bucket] = {plans[j]: plans[j + 1] for j in range(0, len(plans), 2)}
         for raw in taken:
             bucket = int(raw)
             result.acquired[bucket] = content.get(bucket, ([], []))
-            self.held.add(bucket)
 
     def _call(self, script: Any, buckets: list[int]) -> Any:
         if not buckets:

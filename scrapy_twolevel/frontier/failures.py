@@ -17,9 +17,11 @@ decides the rest:
   that hosts that failed together are not probed together; its URLs stay queued;
 * after ``failed_sessions`` failed sessions in a row a host that never answered is given
   up: its queued URLs are dropped and counted, and later URLs for it are dropped as they
-  arrive. A host that has answered before (a server that went down mid-crawl) is kept,
-  probed at the capped back-off, until it has been failing for ``give_up_after`` seconds
-  (0: never given up) -- StormCrawler and Nutch keep such hosts for hours to a day.
+  arrive; when nothing else is left to crawl, already at its second failed session (the
+  crawl would only wait for its probes). A host that has answered before (a server that
+  went down mid-crawl) is kept, probed at the capped back-off, until it has been failing
+  for ``give_up_after`` seconds (0: never given up) -- StormCrawler and Nutch keep such
+  hosts for hours to a day.
 
 Any response (a refusal too: the server is up) resets both streaks. Pure module: no
 Scrapy, no I/O.
@@ -59,18 +61,29 @@ class FailurePolicy:
         exponent = min(failed_in_a_row - 1, 64)
         return jittered(min(self.backoff * 2.0**exponent, self.backoff_max), jitter)
 
-    def gives_up(self, failed_in_a_row: int, *, answered: bool, failing_for: float) -> bool:
+    def gives_up(
+        self, failed_in_a_row: int, *, answered: bool, failing_for: float, end_game: bool = False
+    ) -> bool:
         """Whether a host with this many failed sessions in a row is given up.
 
         ``answered``: it has answered a request before; ``failing_for``: seconds since its
-        current streak of failures began.
+        current streak of failures began; ``end_game``: nothing else is left to crawl, so
+        a host that never answered is given up at its ``END_GAME_SESSIONS``-th failed
+        session already (waiting for more probes would only hold the crawl open).
         """
-        if not 0 < self.failed_sessions <= failed_in_a_row:
+        if not 0 < self.failed_sessions:
             return False
         if not answered:
-            return True
-        return 0 < self.give_up_after <= failing_for
+            needed = (
+                min(self.failed_sessions, END_GAME_SESSIONS) if end_game else self.failed_sessions
+            )
+            return failed_in_a_row >= needed
+        return self.failed_sessions <= failed_in_a_row and 0 < self.give_up_after <= failing_for
 
+
+#: Failed sessions after which a host that never answered is given up once nothing else
+#: is left to crawl (see :meth:`FailurePolicy.gives_up`).
+END_GAME_SESSIONS = 2
 
 #: Waits are lengthened by a random share of up to this much (see :func:`jittered`).
 JITTER = 0.1

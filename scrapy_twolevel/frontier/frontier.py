@@ -239,9 +239,7 @@ class TwoLevelFrontier:
             or host.ready_at - PACE_LEAD > self._clock()
             or host.retry_at  # must wait (refused, or its gap between requests)
         )
-        if host.failures >= self.failure_policy.session_failures or (
-            over and self._probe_failed(host)
-        ):
+        if self._failures_end_session(host) or (over and host.probe_failed()):
             self._end_session(host, failed=True)
         elif over:
             self._end_session(host)
@@ -366,12 +364,12 @@ class TwoLevelFrontier:
         if host.busy or host.given_up:
             return  # done() decides, as usual
         # The failure arrived after done(): decide now what done() could not.
-        limit_hit = host.failures >= self.failure_policy.session_failures
+        limit_hit = self._failures_end_session(host)
         if host.open:  # idle between two requests of its session
             if limit_hit:
                 self._ready.remove(host)
                 self._end_session(host, failed=True)
-        elif host.sessions and not host.session_failed and (limit_hit or self._probe_failed(host)):
+        elif host.sessions and not host.session_failed and (limit_hit or host.probe_failed()):
             # Its session already ended as if it had gone well: mark it failed after all.
             self._unrank(host)
             self._session_failed(host)
@@ -545,19 +543,15 @@ class TwoLevelFrontier:
             heapq.heappush(self._paced, (host.paced_until, self._sequence.next(), host.key))
         self._rank(host)
 
-    @staticmethod
-    def _probe_failed(host: Host) -> bool:
-        """The host's current (or last) session was a probe after a back-off, and failed.
+    def _failures_end_session(self, host: Host) -> bool:
+        return host.failures >= self.failure_policy.session_failures
 
-        An ordinary session that ends with fewer failures than ``session_failures`` is not
-        failed, even if all of it failed: one URL that fails (and fails again when retried)
-        does not back off a host; the next URL that fails does.
-        """
-        return (
-            host.failed_sessions > 0
-            and not host.session_ok
-            and host.session_failures >= max(host.session_served, 1)
-        )
+    def _only_failing_hosts_left(self) -> bool:
+        """Nothing to fetch but at hosts backed off after failing: the crawl would only
+        wait for their probes."""
+        if self._open or self._ranked or self._paced or self._dirty or len(self._plain):
+            return False
+        return all(self._hosts[key].failed_sessions for _, _, key in self._backoff)
 
     def _unrank(self, host: Host) -> None:
         if host.rank_token >= 0:
@@ -574,7 +568,10 @@ class TwoLevelFrontier:
         policy = self.failure_policy
         now = self._clock()
         failing_for = now - host.failing_since
-        if policy.gives_up(host.failed_sessions, answered=host.answered, failing_for=failing_for):
+        end_game = not host.answered and self._only_failing_hosts_left()
+        if policy.gives_up(
+            host.failed_sessions, answered=host.answered, failing_for=failing_for, end_game=end_game
+        ):
             self._give_up(host, GIVEN_UP_FAILING)
             return
         delay = policy.backoff_delay(host.failed_sessions, self._jitter())

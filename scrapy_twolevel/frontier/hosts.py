@@ -87,6 +87,19 @@ class Host:
         self.ready_at = 0.0  # its pace: the server holds a request sent before this time
         self.paced_until = 0.0  # > 0 while waiting out its pace: not ranked before this time
 
+    def probe_failed(self) -> bool:
+        """Its current (or last) session was a probe after a back-off, and failed.
+
+        An ordinary session that ends with fewer failures than ``session_failures`` is not
+        failed, even if all of it failed: one URL that fails (and fails again when retried)
+        does not back off a host; the next URL that fails does.
+        """
+        return (
+            self.failed_sessions > 0
+            and not self.session_ok
+            and self.session_failures >= max(self.session_served, 1)
+        )
+
 
 #: Why a host waits until its ``retry_at``: its sessions failed (back-off), the server
 #: refused a request (429/503, ``Retry-After``), or its requests must start at least a gap

@@ -15,12 +15,11 @@ requests are handed out, the ones in flight finish and are committed, then the b
 released and its new holder loads it from Redis. A node that was reaped (paused or cut
 off for longer than ``TWOLEVEL_NODE_TTL``) drops everything it held and joins again.
 
-:class:`Cluster` is one of the scheduler's backends
-(:class:`~scrapy_twolevel.glue.backend.Backend`). It is handed what it needs, never the
-scheduler: the intake (lane, quality, queue), the request codec, the reporter (stats and
-once-only warnings), the dupefilter's seen keys
-(:class:`~scrapy_twolevel.glue.backend.SeenKeys`), the in-flight registry (its leases end
-there), the number of queued requests and a way to wake the engine.
+:class:`Cluster` is one of the scheduler's backends (:class:`~.backend.Backend`). It is
+handed what it needs, never the scheduler: the intake (lane, quality, queue), the request
+codec, the reporter (stats, once-only warnings), the dupefilter's seen keys
+(:class:`~.backend.SeenKeys`), the in-flight registry (its leases end there), the number
+of queued requests and a way to wake the engine.
 """
 
 from __future__ import annotations
@@ -32,12 +31,12 @@ from collections import Counter
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from .._engine import call_later
+from .._engine import call_later, peek_meta
 from ..distributed.buckets import bucket_of
 from ..distributed.connect import connect, default_node_id
 from ..distributed.history import HistoryWrites, RedisHistoryStore, RedisModelStore
 from ..distributed.inbox import Entry
-from ..distributed.node import Batch, Node, SyncResult
+from ..distributed.node import AfterCommit, Batch, Node, SyncResult
 from ..frontier import memory_queue
 
 if TYPE_CHECKING:
@@ -243,10 +242,8 @@ class Cluster:
         return self._leaving.addBoth(lambda _: self._seen.close(reason))
 
     def _leave(self, batch: Batch) -> None:
-        result = self.node.flush(batch)
-        self.counts["stored"] += result.stored
-        self.counts["routed_out"] += result.routed
-        self.counts["round_trips"] += result.round_trips
+        done = self.node.flush(batch)
+        self.counts.update(stored=done.stored, routed_out=done.routed, round_trips=done.round_trips)
         self.node.leave()
 
     # -- the scheduler's calls ---------------------------------------------------------------
@@ -271,7 +268,9 @@ class Cluster:
         """A new request of a held bucket: filtered if seen, else queued and stored."""
         seen = self._seen
         key = seen.request_key(request)
-        if not request.dont_filter and seen.key_seen(key):
+        # Start requests are dont_filter, but every node and restart yields them: once.
+        filtered = not request.dont_filter or peek_meta(request).get("is_start_request")
+        if filtered and seen.key_seen(key):
             seen.log(request, self._reporter.spider)  # type: ignore[arg-type]
             return False
         seeds = self.seeds
@@ -402,13 +401,26 @@ class Cluster:
             )
             self._failing_since = None
             self._retry_delay = self.config.sync_interval
-        if not self._closed:
-            self._apply(result)
-        self._arm(self.config.sync_interval)
+        try:
+            if not self._closed:
+                self._apply(result)
+        except Exception:
+            # Never stop the ticks: a node without heartbeats is reaped and stays out.
+            self.counts["apply_errors"] += 1
+            logger.exception(
+                "Applying a tick's result failed; the node goes on ticking.",
+                extra={"spider": self._reporter.spider},
+            )
+        finally:
+            self._arm(self.config.sync_interval)
 
     def _sync_failed(self, failure: Any, batch: Batch) -> None:
         self._ticking = self._sending = None
-        if self.history is not None:  # the history goes out with the next tick's batch
+        if isinstance(failure.value, AfterCommit):
+            # Committed: only what the tick had not done yet is sent again.
+            batch, done = failure.value.remaining, failure.value.result
+            self.counts.update(stored=done.stored, routed_out=done.routed, refused=done.refused)
+        elif self.history is not None:  # the history goes out with the next tick's batch
             self.history.put_back(batch.history)
             batch.history = HistoryWrites()
         self._staged.prepend(batch)
@@ -449,6 +461,19 @@ class Cluster:
                 "buckets and inboxes went to the live nodes.",
                 {"nodes": ", ".join(result.reaped)},
                 extra={"spider": self._reporter.spider},
+            )
+        if result.damaged_entries:
+            self._reporter.count_once(
+                "redis/inbox_damaged",
+                "A damaged entry in this node's inbox was dropped (%(request)s).",
+                f"{result.damaged_entries} entries",
+            )
+        for bucket in result.damaged_seen:
+            self._reporter.count_once(
+                "redis/seen_damaged",
+                "The seen keys of a bucket in Redis are damaged; its requests were loaded "
+                "without them, so pages it had seen may be fetched again (%(request)s).",
+                f"bucket {bucket}",
             )
         if result.rejoined:
             counts["leases_dropped"] += result.dropped_leases

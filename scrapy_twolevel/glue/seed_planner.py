@@ -397,7 +397,9 @@ class SeedPlanner:
         return fetch_id
 
     def _template(self, request: Request) -> bytes | None:
-        tags = (meta_keys.SEED_FETCH, meta_keys.FOUND_ON_SEED)
+        # A refetch is not a start request (Scrapy's tag), whatever the first fetch was:
+        # the distributed mode filters start requests by the crawl's seen keys.
+        tags = (meta_keys.SEED_FETCH, meta_keys.FOUND_ON_SEED, "is_start_request")
         meta = {k: v for k, v in request.meta.items() if k not in tags}
         try:
             return self._encode(request.replace(meta=meta))
