@@ -146,11 +146,19 @@ def path(name: str, value: Any) -> str | None:
     return value or None
 
 
+#: Not in crawl or node ids: they are parts of Redis key names and key patterns (with a
+#: ":" in ids, ``scrapy twolevel reset news`` would also delete a crawl named ``news:eu``).
+ID_FORBIDDEN = frozenset(":*?[]\\")
+
+
 def node_name(name: str, value: Any) -> str | None:
     if value is None or value == "":
         return None
-    if not isinstance(value, str) or any(c.isspace() for c in value):
-        raise SettingsError(f"{name}={value!r} is not valid; use a name without spaces")
+    if not isinstance(value, str) or any(c.isspace() or c in ID_FORBIDDEN for c in value):
+        raise SettingsError(
+            f"{name}={value!r} is not valid; use a name without spaces or any of "
+            f"{' '.join(sorted(ID_FORBIDDEN))}"
+        )
     return value
 
 

@@ -13,7 +13,11 @@ Where the exact store lives:
   requests, so a killed crawl loses nothing (the scheduler calls :meth:`attach_store`
   before :meth:`open`);
 - with another scheduler and ``JOBDIR``: ``JOBDIR/twolevel/seen.sqlite3``;
-- without ``JOBDIR``: ``TWOLEVEL_SEEN_PATH``, or a temporary file removed at close.
+- without ``JOBDIR``: ``TWOLEVEL_SEEN_PATH``, or a temporary file removed at close;
+- in the distributed mode (``TWOLEVEL_REDIS_URL``): always a temporary file, whatever
+  ``JOBDIR`` and ``TWOLEVEL_SEEN_PATH`` say. Redis holds the durable copy of each bucket's
+  keys and a node loads them with the bucket; keys kept in a local file could outlive a
+  kill without having reached Redis, and would then filter their URLs for good.
 
 In ``bloom-only`` mode there is no store; with ``JOBDIR`` the filter is saved to
 ``JOBDIR/twolevel/seen.bloom`` when the crawl stops.
@@ -76,6 +80,7 @@ class SeenCacheDupeFilter(BaseDupeFilter):
         stats: StatsCollector | None = None,
         jobdir: str | None = None,
         debug: bool = False,
+        transient: bool = False,
     ) -> None:
         """``uniform_fingerprints``: the fingerprinter returns cryptographic digests of at
         least 16 bytes (Scrapy's default does), so keys are their first 16 bytes."""
@@ -88,7 +93,8 @@ class SeenCacheDupeFilter(BaseDupeFilter):
             "key": key_derivation(uniform_fingerprints),
         }
         self.stats = stats
-        self.jobdir = jobdir
+        self.jobdir = None if transient else jobdir
+        self.transient = transient  # the distributed mode: see the module docstring
         self.debug = debug
         self.logdupes = True
         self.seen: SeenSet | None = None
@@ -114,6 +120,7 @@ class SeenCacheDupeFilter(BaseDupeFilter):
             stats=crawler.stats,
             jobdir=jobdir,
             debug=crawler.settings.getbool("DUPEFILTER_DEBUG"),
+            transient=bool(crawler.settings.get("TWOLEVEL_REDIS_URL")),
         )
 
     def attach_store(self, store: SqliteStore) -> None:
@@ -158,7 +165,7 @@ class SeenCacheDupeFilter(BaseDupeFilter):
         if self.jobdir:
             path = Path(self.jobdir, "twolevel", "seen.sqlite3")
             path.parent.mkdir(parents=True, exist_ok=True)
-        elif self.config.path:
+        elif self.config.path and not self.transient:
             path = Path(self.config.path)
         else:
             fd, name = tempfile.mkstemp(prefix="twolevel-seen-", suffix=".sqlite3")

@@ -240,3 +240,39 @@ def test_start_requests_are_fetched_once_crawl_wide(redis_crawl, redis_url):
         yield None
 
     yield joined_node(redis_url, redis_crawl[1], body)
+
+
+@pytest_twisted.inlineCallbacks
+def test_a_request_that_cannot_be_encoded_is_fetched_before_its_bucket_moves(
+    redis_crawl, redis_url
+):
+    """It has no copy in Redis, so the bucket's next holder could not load it: it was
+    lost when the bucket moved. Now the drain waits for it (fetched here, while this node
+    still holds the host), and one for a bucket held elsewhere is dropped and counted."""
+    client, crawl_id = redis_crawl
+    other = Node(client, crawl_id, "n2", buckets=BUCKETS, ttl=600)
+
+    def body(parts):
+        cluster = parts.cluster
+        yield cluster.tick()
+        other.join()
+        moving = sorted(other.registry.owned())[0]
+        url = f"http://{host_in(moving)}/local"
+        assert parts.enqueue(url, callback=lambda response: None)  # not encodable
+        yield cluster.tick()  # n1 sees the new table: the bucket drains
+        yield cluster.tick()
+        assert moving not in other.sync(Batch()).acquired  # not released yet
+        request = parts.hand_out()
+        assert request.url == url
+        yield cluster.tick()
+        assert moving not in other.sync(Batch()).acquired  # in flight: still not
+        parts.finish(request)
+        yield cluster.tick()
+        assert moving in other.sync(Batch()).acquired
+        assert not parts.enqueue(f"{url}/2", callback=lambda response: None)
+        assert parts.stats.get_value("twolevel/redis/unroutable") == 1
+
+    try:
+        yield joined_node(redis_url, crawl_id, body)
+    finally:
+        other.leave()

@@ -225,6 +225,9 @@ def test_addon_keeps_the_projects_own_order_for_the_middleware(key):
         ("TWOLEVEL_REBALANCE_INTERVAL", -1, r"seconds >= 0 \(0: never\)"),
         ("TWOLEVEL_REBALANCE_INTERVAL", "often", "is not a number"),
         ("TWOLEVEL_REBALANCE_TOLERANCE", -0.1, "a number >= 0"),
+        # A ":" would make `scrapy twolevel reset news` delete crawl "news:eu" too.
+        ("TWOLEVEL_CRAWL_ID", "news:eu", "without spaces or any of"),
+        ("TWOLEVEL_NODE_ID", "node*", "without spaces or any of"),
     ],
 )
 def test_invalid_cluster_settings_name_the_setting_and_the_rule(name, value, message):

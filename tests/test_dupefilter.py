@@ -90,6 +90,30 @@ def test_jobdir_round_trip(tmp_path):
     assert crawler.stats.get_value("twolevel/seen/urls") == 310
 
 
+@pytest.mark.parametrize("mode", ["exact", "bloom-only"])
+def test_distributed_mode_keeps_no_seen_key_in_jobdir_and_forgets_for_real(tmp_path, mode):
+    """With JOBDIR, a node kept its keys in JOBDIR/twolevel/seen.*: forget() (a reaped
+    node) reopened that same file, and keys a kill left there without having reached
+    Redis filtered their URLs for good. Redis is the durable copy in this mode."""
+    jobdir = tmp_path / "job"
+    settings = {
+        "JOBDIR": str(jobdir),
+        "TWOLEVEL_REDIS_URL": "redis://127.0.0.1:6379/0",
+        "TWOLEVEL_SEEN_PATH": str(tmp_path / "seen.sqlite3"),
+        "TWOLEVEL_SEEN_MODE": mode,
+    }
+    df, _ = make(settings)
+    assert not df.request_seen(urls(1)[0])
+    assert df.request_seen(urls(1)[0])
+    df.forget()
+    assert not df.request_seen(urls(1)[0])  # a fresh start: no key survived
+    df.close("shutdown")
+    df, _ = make(settings)  # a restarted node too starts empty
+    assert not df.request_seen(urls(1)[0])
+    df.close("shutdown")
+    assert not (jobdir / "twolevel").exists() and not (tmp_path / "seen.sqlite3").exists()
+
+
 def test_corrupt_state_file_is_named_and_left_untouched(tmp_path):
     state = tmp_path / "job" / "twolevel" / "seen.sqlite3"
     state.parent.mkdir(parents=True)

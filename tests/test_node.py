@@ -102,6 +102,11 @@ def test_reaped_node_cannot_commit_and_joins_again(redis_crawl):
     assert late.rejoined
     assert pending(client, crawl_id, 0) == {"lease": b"in flight"}
     assert a.registry.table.nodes == ["a", "b"]
+    # Its heartbeat is fresh again, but its scheduler still holds the stale buckets'
+    # requests until it has dropped them: no dispatching in between (two nodes at a host).
+    assert not a.may_dispatch()
+    a.rejoins_applied = a.rejoins  # what the scheduler sets once it has forgotten
+    assert a.may_dispatch()
 
 
 def test_reaped_node_rejoining_first_does_not_block_the_new_owner(redis_crawl):

@@ -40,7 +40,7 @@ class Command(ReportCommand):
         )
 
     def run(self, args: list[str], opts: argparse.Namespace) -> None:
-        from ..config import ClusterConfig
+        from ..config import ClusterConfig, node_name
         from ..distributed.connect import connect
         from ..errors import SettingsError
 
@@ -54,6 +54,10 @@ class Command(ReportCommand):
         crawl_id = opts.crawl_id or config.crawl_id or (args[1] if len(args) == 2 else None)
         if crawl_id is None:
             raise UsageError("Name the crawl: a spider name, --crawl-id or TWOLEVEL_CRAWL_ID")
+        try:
+            node_name("the crawl id", crawl_id)
+        except SettingsError as exc:
+            raise UsageError(str(exc)) from exc
         if config.redis_url is None:
             raise UsageError(
                 "TWOLEVEL_REDIS_URL is not set (e.g. -s TWOLEVEL_REDIS_URL=redis://...)"

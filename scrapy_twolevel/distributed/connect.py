@@ -11,6 +11,7 @@ import os
 import socket
 from typing import TYPE_CHECKING, Any
 
+from ..config import node_name
 from ..errors import SettingsError, StateError
 from .buckets import BucketTable
 
@@ -46,6 +47,8 @@ def default_node_id() -> str:
 def check_cluster_state(cluster: ClusterConfig, crawl_id: str | None) -> None:
     """Raise :class:`SettingsError` if the crawl's Redis is unreachable or disagrees."""
     assert cluster.redis_url is not None
+    if crawl_id is not None:
+        node_name("TWOLEVEL_CRAWL_ID (the spider's name when unset)", crawl_id)
     client = connect(cluster.redis_url)
     try:
         raw = client.get(f"twolevel:{crawl_id}:table") if crawl_id else None

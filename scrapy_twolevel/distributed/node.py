@@ -308,6 +308,10 @@ class Node:
         self.rebalance_tolerance = rebalance_tolerance
         self._rebalance_at = clock()  # the first one after a full interval
         self.held: set[int] = set()
+        #: Times this node was found reaped and joined again, and how many of those the
+        #: scheduler has applied (dropped what it held): no dispatching in between.
+        self.rejoins = 0
+        self.rejoins_applied = 0
 
     # -- membership --------------------------------------------------------------------
 
@@ -326,6 +330,8 @@ class Node:
     def may_dispatch(self) -> bool:
         """Whether requests may still be handed out: stops half a ttl before anyone may
         reap this node, so its last downloads end before another node takes its hosts."""
+        if self.rejoins != self.rejoins_applied:
+            return False  # its old buckets' requests may still be queued there
         last = self.registry.last_beat
         return last is not None and self._clock() - last < self.ttl / 2
 
@@ -426,6 +432,7 @@ class Node:
         """Reaped while paused or cut off: what this node held belongs to others now, and
         its writes for it were refused. Join again with nothing held; of the batch only
         the cross URLs are still worth sending (the rest is redone by the new holders)."""
+        self.rejoins += 1
         self.join()
         result.rejoined = True
         result.dropped_leases += len(batch.dones)

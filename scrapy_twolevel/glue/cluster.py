@@ -116,6 +116,10 @@ class Cluster:
         self._held: dict[int, int] = {}  # bucket -> generation
         self._gen = 0
         self._draining: set[int] = set()
+        #: Requests that cannot be encoded (no copy in Redis), queued per bucket, and the
+        #: generation of each draining bucket: it is released once they are fetched.
+        self._local_only: Counter[int] = Counter()
+        self._drain_gen: dict[int, int] = {}
         #: Requests handed out and leased in the in-flight registry, in all and per bucket.
         self._leased = 0
         self._leased_per_bucket: Counter[int] = Counter()
@@ -254,8 +258,16 @@ class Cluster:
         host = self._intake.lane(request)
         bucket = bucket_of(host, self.config.buckets)
         if bucket not in self._held:
-            data = self._encode(request)
+            data = self._codec.encode(request)
             if data is None:
+                # Another node holds its host and only bytes cross: it cannot go there.
+                self._reporter.count_once(
+                    "redis/unroutable",
+                    "A request that cannot be encoded (%(request)s) is for a host another "
+                    "node holds, so it cannot be sent there; it is dropped. Keep callbacks "
+                    "spider methods and meta values JSON-friendly.",
+                    request,
+                )
                 return False
             self._staged.routes.append((bucket, host, data))
             return True
@@ -295,6 +307,8 @@ class Cluster:
         if not self._intake.push(host, quality, item, request):
             self.dropped(item)
             return False
+        if entry_id is None:
+            self._local_only[bucket] += 1
         return True
 
     def dropped(self, item: Any) -> None:
@@ -302,27 +316,39 @@ class Cluster:
         if isinstance(item, Owned) and item.entry_id is not None:
             if self._held.get(item.bucket) == item.gen:
                 self._staged.dones.append((item.bucket, item.entry_id))
+        elif isinstance(item, Owned) and self._is_current(item):
+            self._local_only[item.bucket] -= 1
 
     def unpack(self, lane: str, item: Any) -> Request | None:
         """The request to hand out for a popped item, or ``None`` if the copy is stale
         (its bucket moved: the new holder has it)."""
         assert isinstance(item, Owned)
-        if self._held.get(item.bucket) != item.gen:
+        if not self._is_current(item):
             self.counts["stale_skipped"] += 1
             return None
-        if item.entry_id is not None:
-            self._inflight.lease(item.request, self, (item.bucket, item.entry_id))
-            self._leased += 1
-            self._leased_per_bucket[item.bucket] += 1
+        if item.entry_id is None:
+            self._local_only[item.bucket] -= 1
+        # Leased even without a copy in Redis: a draining bucket waits for it too.
+        self._inflight.lease(item.request, self, (item.bucket, item.entry_id))
+        self._leased += 1
+        self._leased_per_bucket[item.bucket] += 1
         self._reporter.inc("scheduler/dequeued/memory")
         return item.request
 
-    def finished(self, request: Request, token: tuple[int, str]) -> None:
+    def finished(self, request: Request, token: tuple[int, str | None]) -> None:
         """The engine is done with a leased request: its entry goes with the next commit."""
         bucket, entry_id = token
         self._leased -= 1
         self._leased_per_bucket[bucket] -= 1
-        self._staged.dones.append((bucket, entry_id))
+        if entry_id is not None:
+            self._staged.dones.append((bucket, entry_id))
+
+    def _is_current(self, item: Owned) -> bool:
+        """Not stale: its bucket is held, or draining with it still to fetch (a request
+        without a copy in Redis, which the bucket's next holder could not load)."""
+        if self._held.get(item.bucket) == item.gen:
+            return True
+        return item.entry_id is None and self._drain_gen.get(item.bucket) == item.gen
 
     def may_dispatch(self) -> bool:
         """``False`` after half the node ttl without a heartbeat: the buckets may soon be
@@ -383,8 +409,10 @@ class Cluster:
         if self.history is not None:
             batch.history = self.history.take()
         for bucket in list(self._draining):
-            if not self._leased_per_bucket[bucket] or final:
+            if not (self._leased_per_bucket[bucket] or self._local_only[bucket]) or final:
                 self._draining.discard(bucket)
+                self._drain_gen.pop(bucket, None)
+                self._local_only.pop(bucket, None)
                 batch.release.append(bucket)
         if not final:
             batch.check_idle = not (
@@ -440,49 +468,17 @@ class Cluster:
     def _apply(self, result: SyncResult) -> None:
         """Apply a tick's result to the local frontier (reactor thread)."""
         counts = self.counts
-        counts["round_trips"] += result.round_trips
         self.sync_cpu += result.cpu
-        counts["stored"] += result.stored
-        counts["routed_out"] += result.routed
-        counts["refused"] += result.refused
-        counts["reaped"] += len(result.reaped)
-        counts["rerouted"] += result.rerouted
-        if result.rebalanced:
-            counts["rebalanced"] += result.rebalanced
-            logger.info(
-                "Rebalanced the crawl by pending requests: %(moves)d bucket(s) move from "
-                "the busiest node to the idlest (TWOLEVEL_REBALANCE_INTERVAL).",
-                {"moves": result.rebalanced},
-                extra={"spider": self._reporter.spider},
-            )
-        if result.reaped:
-            logger.warning(
-                "Reaped node(s) %(nodes)s (no heartbeat for TWOLEVEL_NODE_TTL); their "
-                "buckets and inboxes went to the live nodes.",
-                {"nodes": ", ".join(result.reaped)},
-                extra={"spider": self._reporter.spider},
-            )
-        if result.damaged_entries:
-            self._reporter.count_once(
-                "redis/inbox_damaged",
-                "A damaged entry in this node's inbox was dropped (%(request)s).",
-                f"{result.damaged_entries} entries",
-            )
-        for bucket in result.damaged_seen:
-            self._reporter.count_once(
-                "redis/seen_damaged",
-                "The seen keys of a bucket in Redis are damaged; its requests were loaded "
-                "without them, so pages it had seen may be fetched again (%(request)s).",
-                f"bucket {bucket}",
-            )
-        if result.rejoined:
-            counts["leases_dropped"] += result.dropped_leases
-            counts["stores_dropped"] += result.dropped_stores
+        self._reporter.tick_result(result, counts)
+        counts.update(leases_dropped=result.dropped_leases, stores_dropped=result.dropped_stores)
+        if self.node.rejoins != self.node.rejoins_applied:  # though that tick failed
             self._forget_everything()
+            self.node.rejoins_applied = self.node.rejoins
         self._owned = result.owned
         given = [b for b in self._held if b not in result.owned]
         for bucket in given:
-            del self._held[bucket]  # its queued copies go stale; Redis has them
+            # Its queued copies go stale (Redis has them), but for those it has not.
+            self._drain_gen[bucket] = self._held.pop(bucket)
             self._draining.add(bucket)
             counts["buckets_given"] += 1
         seeds, history = self.seeds, self.history
@@ -554,6 +550,10 @@ class Cluster:
             self.history.forget_plans()
         self._held.clear()
         self._draining.clear()
+        # Requests without a copy in Redis die with this node's claim on their hosts.
+        self.counts["local_only_lost"] += sum(self._local_only.values())
+        self._local_only.clear()
+        self._drain_gen.clear()
         self._inflight.drop(self)
         self._leased = 0
         self._leased_per_bucket.clear()

@@ -14,9 +14,12 @@ from typing import TYPE_CHECKING, Any
 from ..frontier.hosts import GIVEN_UP_BUDGET, GIVEN_UP_FAILING
 
 if TYPE_CHECKING:
+    from collections import Counter
+
     from scrapy import Spider
     from scrapy.statscollectors import StatsCollector
 
+    from ..distributed.node import SyncResult
     from ..frontier import Frontier
 
 logger = logging.getLogger(__name__)
@@ -119,6 +122,43 @@ class Reporter:
             for field, value in host.estimate.to_dict().items():
                 if not field.endswith("samples"):
                     self.set(f"twolevel/host/{host.key}/{field}", value)
+
+    def tick_result(self, result: SyncResult, counts: Counter[str]) -> None:
+        """Count what a distributed tick did, and say what a user must hear of it."""
+        counts.update(
+            round_trips=result.round_trips,
+            stored=result.stored,
+            routed_out=result.routed,
+            refused=result.refused,
+            reaped=len(result.reaped),
+            rerouted=result.rerouted,
+        )
+        if result.rebalanced:
+            counts["rebalanced"] += result.rebalanced
+            self.info(
+                "Rebalanced the crawl by pending requests: %(moves)d bucket(s) move from "
+                "the busiest node to the idlest (TWOLEVEL_REBALANCE_INTERVAL).",
+                {"moves": result.rebalanced},
+            )
+        if result.reaped:
+            self.warning(
+                "Reaped node(s) %(nodes)s (no heartbeat for TWOLEVEL_NODE_TTL); their "
+                "buckets and inboxes went to the live nodes.",
+                {"nodes": ", ".join(result.reaped)},
+            )
+        if result.damaged_entries:
+            self.count_once(
+                "redis/inbox_damaged",
+                "A damaged entry in this node's inbox was dropped (%(request)s).",
+                f"{result.damaged_entries} entries",
+            )
+        for bucket in result.damaged_seen:
+            self.count_once(
+                "redis/seen_damaged",
+                "The seen keys of a bucket in Redis are damaged; its requests were loaded "
+                "without them, so pages it had seen may be fetched again (%(request)s).",
+                f"bucket {bucket}",
+            )
 
     def report_cluster(
         self,
