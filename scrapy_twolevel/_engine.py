@@ -89,3 +89,11 @@ def call_later(delay: float, func: Callable[[], None]) -> Any:
         return scrapy_call_later(delay, func)
     except RuntimeError:
         return None
+
+
+def close_spider(crawler: Crawler, reason: str) -> None:
+    """Close the crawl with ``reason``, as Scrapy's CloseSpider extension does."""
+    from scrapy.utils.defer import _schedule_coro
+
+    if crawler.engine is not None:
+        _schedule_coro(crawler.engine.close_spider_async(reason=reason))

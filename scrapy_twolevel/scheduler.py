@@ -14,8 +14,8 @@ settings once (:mod:`scrapy_twolevel.glue.preflight`) and this module wires the 
 - the **in-flight registry** (:mod:`~scrapy_twolevel.glue.inflight`) knows when a
   handed-out request is finished: its outcome frees its host, the engine being done with
   it ends its leases (the JOBDIR row, the copy in Redis, the seed fetch);
-- the **seed planner** and the **topic tracker** (``TWOLEVEL_RECRAWL``,
-  ``TWOLEVEL_TOPICS``) and the **reporter** (stats, warnings logged once).
+- the **seed planner**, the **topic tracker** (``TWOLEVEL_RECRAWL``, ``TWOLEVEL_TOPICS``)
+  and the **reporter** (stats, warnings logged once).
 
 A request's outcome is known when the host metrics middleware reports it
 (:data:`~scrapy_twolevel.signals.host_measured` or
@@ -29,9 +29,8 @@ frontier next runs dry.
 A settings error found in ``from_crawler`` is raised from :meth:`open` instead: Scrapy
 builds the scheduler after it has started opening the spider, and an exception there
 ends in a cascade whose last line is ``RuntimeError: Engine slot not assigned``; from
-``open`` the engine closes everything in order and re-raises our message last.
-What a ``JOBDIR`` holds is listed in :mod:`scrapy_twolevel.glue.local`; how hosts that
-fail or refuse are handled, in :mod:`scrapy_twolevel.frontier.failures`.
+``open`` the engine closes everything in order and re-raises our message last. A
+``JOBDIR``'s files: :mod:`.glue.local`; failing hosts: :mod:`.frontier.failures`.
 """
 
 from __future__ import annotations
@@ -45,6 +44,7 @@ from scrapy.core.scheduler import BaseScheduler
 from scrapy.utils.job import job_dir
 from scrapy.utils.misc import build_from_crawler, load_object
 
+from . import _engine
 from ._engine import call_later, requests_in_downloader, requests_in_progress, wake_engine
 from .codec import SpiderCodec, decode_request, encode_request
 from .components import SCHEDULER_ROLE
@@ -126,8 +126,7 @@ class TwoLevelScheduler(BaseScheduler):
         self.stats = stats
         self.crawler = crawler
         self.reporter = Reporter(stats)
-        # Bound once: see Reporter.
-        self._inc_stat = self.reporter.inc
+        self._inc_stat = self.reporter.inc  # bound once: see Reporter
         self.intake = Intake(host_of=host_of, quality_of=quality_of, reporter=self.reporter)
         self.inflight = InFlight(
             in_progress=lambda: requests_in_progress(crawler),
@@ -244,6 +243,7 @@ class TwoLevelScheduler(BaseScheduler):
                 inflight=self.inflight,
                 queued=self.__len__,
                 wake=lambda: wake_engine(self.crawler),
+                stop=lambda reason: _engine.close_spider(self.crawler, reason),
             )
         common: dict[str, Any] = {
             "dupefilter": self.df,

@@ -17,7 +17,7 @@ from twisted.internet import defer
 from scrapy_twolevel.codec import SpiderCodec
 from scrapy_twolevel.config import ClusterConfig
 from scrapy_twolevel.distributed.buckets import bucket_of
-from scrapy_twolevel.distributed.node import Batch, Node
+from scrapy_twolevel.distributed.node import Batch, Node, clear_crawl
 from scrapy_twolevel.dupefilter import SeenCacheDupeFilter
 from scrapy_twolevel.frontier import BreadthFirst, CostParams, TwoLevelFrontier
 from scrapy_twolevel.glue.cluster import Cluster
@@ -276,3 +276,22 @@ def test_a_request_that_cannot_be_encoded_is_fetched_before_its_bucket_moves(
         yield joined_node(redis_url, crawl_id, body)
     finally:
         other.leave()
+
+
+@pytest_twisted.inlineCallbacks
+def test_a_crawl_gone_from_redis_stops_the_spider_with_a_reason(redis_crawl, redis_url):
+    client, crawl_id = redis_crawl
+    stopped = []
+
+    def body(parts):
+        cluster = parts.cluster
+        cluster._stop = stopped.append
+        yield cluster.tick()
+        clear_crawl(client, crawl_id)
+        cluster.node._beat_at = float("-inf")  # the next tick heartbeats
+        yield cluster.tick()
+        assert stopped == ["twolevel_redis_state_lost"]
+        assert cluster.tick() is None  # no more ticks
+
+    yield joined_node(redis_url, crawl_id, body)
+    assert not list(client.scan_iter(f"twolevel:{crawl_id}:*"))  # leaving wrote nothing

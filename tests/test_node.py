@@ -10,6 +10,7 @@ import pytest
 
 from scrapy_twolevel.distributed.buckets import bucket_of
 from scrapy_twolevel.distributed.node import AfterCommit, Batch, Node, clear_crawl, status
+from scrapy_twolevel.distributed.registry import StateLost
 
 BUCKETS = 4
 
@@ -365,3 +366,21 @@ def test_bucket_load_counts_a_large_bucket_up_to_the_cap(redis_crawl):
     client.hset(f"twolevel:{crawl_id}:q:1", mapping={f"e{i}": b"r" for i in range(LOAD_CAP + 5)})
     client.hset(f"twolevel:{crawl_id}:q:2", mapping={"e": b"r"})
     assert a.bucket_load() == {1: LOAD_CAP, 2: 1}
+
+
+def test_a_node_that_finds_its_crawl_gone_from_redis_stops_and_writes_nothing(redis_crawl):
+    """Redis restarted without persistence (or the crawl was reset) mid-crawl: rejoining
+    would start the crawl afresh under its old id and fetch everything again."""
+    client, crawl_id = redis_crawl
+    clock = Clock()
+    a = node(client, crawl_id, "a", clock)
+    a.sync(Batch())
+    a.sync(Batch(stores=[(0, "e1", b"req1", key(1))]))
+    clear_crawl(client, crawl_id)  # what a restart without persistence leaves
+    clock.now += 5  # the next heartbeat is due
+    with pytest.raises(StateLost, match="gone from Redis"):
+        a.sync(Batch(stores=[(0, "e2", b"req2", key(2))]))
+    assert a.lost and not a.may_dispatch()
+    a.flush(Batch(stores=[(0, "e3", b"req3", key(3))]))
+    a.leave()
+    assert not list(client.scan_iter(f"twolevel:{crawl_id}:*"))  # nothing written again

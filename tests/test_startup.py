@@ -141,3 +141,29 @@ def test_topics_without_their_middleware_name_it():
     assert "TWOLEVEL_TOPICS needs the topic middleware" in tail
     assert '"scrapy_twolevel.topics.TopicMiddleware": 960' in tail
     assert not any(word in proc.stderr for word in CASCADE), proc.stderr[-3000:]
+
+
+def test_a_redis_that_evicts_keys_when_full_is_refused(tmp_path):
+    """An evicted queue or seen log loses pages without a trace, and volatile-* policies
+    evict the nodes' heartbeat keys first: a private Redis (the shared one serves other
+    tests) with a memory cap and an evicting policy stops the crawl before it starts."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    args = ["--port", str(port), "--bind", "127.0.0.1", "--dir", str(tmp_path)]
+    args += ["--save", "", "--maxmemory", "100mb", "--maxmemory-policy", "volatile-lru"]
+    server = subprocess.Popen(["redis-server", *args], stdout=subprocess.DEVNULL)
+    try:
+        import redis
+        from test_distributed_crawl import _pings, wait_until
+
+        client = redis.Redis(port=port)
+        wait_until(lambda: _pings(client), "the private Redis to start")
+        proc = scrapy_crawl("-s", f"TWOLEVEL_REDIS_URL=redis://127.0.0.1:{port}/0")
+    finally:
+        server.kill()
+        server.wait()
+    assert proc.returncode != 0
+    assert "evicts keys when full" in last_line(proc.stderr)
+    assert "maxmemory-policy volatile-lru" in last_line(proc.stderr)
+    assert not any(word in proc.stderr for word in CASCADE), proc.stderr[-3000:]

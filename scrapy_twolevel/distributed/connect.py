@@ -51,6 +51,7 @@ def check_cluster_state(cluster: ClusterConfig, crawl_id: str | None) -> None:
         node_name("TWOLEVEL_CRAWL_ID (the spider's name when unset)", crawl_id)
     client = connect(cluster.redis_url)
     try:
+        check_no_eviction(client)
         raw = client.get(f"twolevel:{crawl_id}:table") if crawl_id else None
         if raw:
             try:
@@ -67,3 +68,18 @@ def check_cluster_state(cluster: ClusterConfig, crawl_id: str | None) -> None:
                 )
     finally:
         client.close()
+
+
+def check_no_eviction(client: Any) -> None:
+    """Raise :class:`SettingsError` if Redis may evict keys when full: an evicted queue,
+    seen log or lease loses pages without a trace, and ``volatile-*`` policies evict the
+    nodes' heartbeat keys first (they carry a ttl), which gets live nodes reaped."""
+    memory = client.info("memory")
+    policy = memory.get("maxmemory_policy", "noeviction")
+    if int(memory.get("maxmemory", 0)) and policy != "noeviction":
+        raise SettingsError(
+            f"The Redis at TWOLEVEL_REDIS_URL evicts keys when full (maxmemory "
+            f"{memory['maxmemory']} bytes, maxmemory-policy {policy}): the crawl's state "
+            "would be lost silently. Set maxmemory-policy noeviction (CONFIG SET "
+            "maxmemory-policy noeviction), or maxmemory 0, on that Redis."
+        )

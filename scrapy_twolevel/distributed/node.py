@@ -1,12 +1,10 @@
 """One crawler node's side of the shared crawl state in Redis: one :meth:`Node.sync` per tick.
 
-During the crawl the scheduler does not talk to Redis on the reactor thread: its
-distributed backend (:mod:`scrapy_twolevel.glue.cluster`) collects what changed in a
-:class:`Batch` and a background thread hands it to :meth:`Node.sync`, which does every
-round trip of the tick and returns a :class:`SyncResult` for the backend to apply. So
-Redis is off the hot path, and a slow or dead Redis delays the crawl's bookkeeping, never
-the reactor. (Joining, and the first sync, block once at start-up; leaving runs in the
-background thread too.)
+The scheduler's distributed backend (:mod:`scrapy_twolevel.glue.cluster`) collects what
+changed in a :class:`Batch` on the reactor; a background thread hands it to
+:meth:`Node.sync`, which does every round trip of the tick and returns a
+:class:`SyncResult` to apply. So a slow or dead Redis delays the crawl's bookkeeping,
+never the reactor (joining and the first sync block once at start-up).
 
 Keys, under ``twolevel:<crawl id>:`` (the registry's own keys in :mod:`.registry`):
 
@@ -27,9 +25,9 @@ Every write of a tick is one Lua script (:data:`COMMIT_SCRIPT`), atomic: the new
 of held buckets with their seen keys, the cross URLs routed to their owners' inboxes, the
 acknowledgements of inbox entries now stored, and the leases of finished requests. A
 request's lease is removed in the same script that stores the children it produced (or
-in a later one), never before. The script refuses the writes of a bucket this node does
-not hold, and all of them if the node is no longer a member: a node reaped while
-paused cannot commit late results (no zombies).
+in a later one), never before. It refuses the writes of a bucket this node does not
+hold, and all of them from a node no longer a member (no zombies). A node that finds the
+crawl gone from Redis (:class:`StateLost`) stops and writes nothing more.
 
 No Scrapy here.
 """
@@ -38,13 +36,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
+from .batch import AfterCommit, Batch, SyncResult
 from .buckets import LOAD_CAP
 from .history import HistoryWrites, delete_matching, stored_plans
-from .inbox import Entry, Inbox
-from .registry import NotAMember, Registry
+from .inbox import Inbox
+from .registry import NotAMember, Registry, StateLost
 from .seen_log import KEY_SIZE, SeenLog, unpack_keys
 
 #: KEYS: none (one Redis instance, not Cluster: the keys are built from the prefix).
@@ -190,86 +188,6 @@ return n
 """
 
 
-class AfterCommit(Exception):
-    """A tick failed after its batch was committed: only ``remaining`` (what the tick had
-    not done yet) may be sent again, or the commit would be applied twice."""
-
-    def __init__(self, remaining: Batch, result: SyncResult, cause: Exception) -> None:
-        super().__init__(f"{type(cause).__name__}: {cause}")
-        self.remaining = remaining
-        self.result = result  # what the commit did, for the counts
-
-
-@dataclass
-class Batch:
-    """What the scheduler changed since the last tick (filled on the reactor thread)."""
-
-    #: ``(bucket, entry id, encoded request, 16-byte seen key)`` of held buckets.
-    stores: list[tuple[int, str, bytes, bytes]] = field(default_factory=list)
-    #: ``(bucket, host key, encoded request)`` for buckets this node does not hold.
-    routes: list[tuple[int, str, bytes]] = field(default_factory=list)
-    #: Inbox entry ids now stored (or forwarded, or dropped as seen).
-    acks: list[bytes] = field(default_factory=list)
-    #: ``(bucket, entry id)`` of finished requests: their leases.
-    dones: list[tuple[int, str]] = field(default_factory=list)
-    #: Held buckets this node no longer owns and has drained.
-    release: list[int] = field(default_factory=list)
-    #: Recrawl history records and seed plans (:mod:`.history`), with ``TWOLEVEL_RECRAWL``.
-    history: HistoryWrites = field(default_factory=HistoryWrites)
-    #: Ask whether the whole crawl is out of work (this node is).
-    check_idle: bool = False
-
-    def __bool__(self) -> bool:
-        return bool(
-            self.stores or self.routes or self.acks or self.dones or self.release or self.history
-        )
-
-    def prepend(self, earlier: Batch) -> None:
-        """Put a batch that failed back in front of what was collected since."""
-        self.stores[:0], self.routes[:0] = earlier.stores, earlier.routes
-        self.acks[:0], self.dones[:0] = earlier.acks, earlier.dones
-        self.release[:0] = earlier.release
-        self.history.prepend(earlier.history)
-
-
-@dataclass
-class SyncResult:
-    """What a tick learned, for the scheduler to apply on the reactor thread."""
-
-    #: Buckets the table gives this node now.
-    owned: frozenset[int] = frozenset()
-    #: Buckets taken this tick: their pending entries ``(id, data)`` and seen keys.
-    acquired: dict[int, tuple[list[tuple[str, bytes]], list[bytes]]] = field(default_factory=dict)
-    #: The stored seed plans (``HGETALL plans:<bucket>``) of the buckets taken that have any.
-    plans: dict[int, dict[bytes, bytes]] = field(default_factory=dict)
-    released: list[int] = field(default_factory=list)
-    received: list[Entry] = field(default_factory=list)
-    stored: int = 0
-    routed: int = 0
-    #: Writes refused because this node does not hold the bucket (zombie results).
-    refused: int = 0
-    #: This node had been reaped; it has joined again with nothing held.
-    rejoined: bool = False
-    #: Finished leases and new requests of the batch dropped then (late results).
-    dropped_leases: int = 0
-    dropped_stores: int = 0
-    reaped: list[str] = field(default_factory=list)
-    rerouted: int = 0
-    #: Whether the whole crawl is out of work (only when asked).
-    idle: bool | None = None
-    #: Whether seeds are planned anywhere in the crawl (asked when it is out of work).
-    planned: bool | None = None
-    #: Buckets this node (the leader) moved by measured load this tick.
-    rebalanced: int = 0
-    #: Damaged data skipped this tick: inbox entries dropped, buckets whose seen keys
-    #: could not be read (loaded without them: their URLs may be fetched again).
-    damaged_entries: int = 0
-    damaged_seen: list[int] = field(default_factory=list)
-    round_trips: int = 0
-    #: CPU seconds the tick took in its thread (client-side cost of the Redis I/O).
-    cpu: float = 0.0
-
-
 class Node:
     """A crawler node in a crawl's Redis state; call from one thread at a time."""
 
@@ -312,6 +230,7 @@ class Node:
         #: scheduler has applied (dropped what it held): no dispatching in between.
         self.rejoins = 0
         self.rejoins_applied = 0
+        self.lost = False  # the crawl's state is gone from Redis: write nothing more
 
     # -- membership --------------------------------------------------------------------
 
@@ -344,6 +263,8 @@ class Node:
         make a node started later fetch nothing twice, and an unfinished crawl resumes.
         ``scrapy twolevel reset`` (:func:`clear_crawl`) starts a crawl id afresh.
         """
+        if self.lost:
+            return  # writing would start a new crawl under the old id
         self._call(self._release, list(self.held))
         self.held = set()
         self.registry.leave()
@@ -432,6 +353,14 @@ class Node:
         """Reaped while paused or cut off: what this node held belongs to others now, and
         its writes for it were refused. Join again with nothing held; of the batch only
         the cross URLs are still worth sending (the rest is redone by the new holders)."""
+        if not self.redis.exists(f"{self.prefix}table"):
+            # A reaped node finds the table its reaper changed; no table: no crawl left.
+            self.lost = True
+            raise StateLost(
+                f"crawl {self.crawl_id!r} is gone from Redis (restarted without persistence, "
+                "or reset) while this node was in it; it stops rather than crawl again from "
+                "nothing. Restore Redis, or run `scrapy twolevel reset` and start afresh."
+            )
         self.rejoins += 1
         self.join()
         result.rejoined = True
@@ -447,8 +376,9 @@ class Node:
     def flush(self, batch: Batch) -> SyncResult:
         """Commit ``batch`` only (the last one, before leaving)."""
         result = SyncResult(round_trips=1)
-        self.registry.refresh()
-        self._commit_batch(batch, result)
+        if not self.lost:
+            self.registry.refresh()
+            self._commit_batch(batch, result)
         return result
 
     def _commit_batch(self, batch: Batch, result: SyncResult) -> None:

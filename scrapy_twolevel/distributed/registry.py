@@ -40,6 +40,12 @@ class NotAMember(RuntimeError):
     """This node was reaped (or left): its buckets belong to others now."""
 
 
+class StateLost(RuntimeError):
+    """The crawl's state is gone from Redis while this node was in it (Redis restarted
+    without persistence, or someone reset the crawl): crawling on would start afresh and
+    fetch everything again, so the node stops instead."""
+
+
 class Registry:
     """One node's view of the crawl's membership and bucket table in Redis."""
 

@@ -1,19 +1,17 @@
 """The scheduler's side of the distributed mode (``TWOLEVEL_REDIS_URL``): its backend.
 
-Every host belongs to one bucket and every bucket to one node
-(:mod:`scrapy_twolevel.distributed`). A node queues the requests of the buckets it holds
-in its own two-level frontier, as on one machine, and keeps a copy of each in Redis until
-the page is done; requests for other nodes' buckets are routed to their inboxes. All of
-that is collected in a :class:`~.distributed.node.Batch` on the reactor thread and sent by
-one background thread every ``TWOLEVEL_SYNC_INTERVAL`` (:meth:`Cluster.tick`), so
+Every host belongs to one bucket and every bucket to one node (:mod:`.distributed`). A
+node queues the requests of its buckets in its own two-level frontier and keeps a copy
+of each in Redis until the page is done; requests for other nodes' buckets go to their
+inboxes. All of that is collected in a :class:`~.distributed.node.Batch` on the reactor
+and sent by one thread every ``TWOLEVEL_SYNC_INTERVAL`` (:meth:`Cluster.tick`), so
 ``enqueue_request`` and ``next_request`` never wait for Redis.
 
 A request handed out is leased: its entry stays in Redis until the engine is done with
-it (its children queued, as for JOBDIR leases), and is then removed in the same atomic
-commit as those children. A bucket that moves away is drained first: no more of its
-requests are handed out, the ones in flight finish and are committed, then the bucket is
-released and its new holder loads it from Redis. A node that was reaped (paused or cut
-off for longer than ``TWOLEVEL_NODE_TTL``) drops everything it held and joins again.
+it, and goes in the same atomic commit as its children. A bucket that moves away is
+drained first (the requests in flight finish and are committed), then released, and its
+new holder loads it from Redis. A node that was reaped (paused or cut off for longer than
+``TWOLEVEL_NODE_TTL``) drops everything it held and joins again.
 
 :class:`Cluster` is one of the scheduler's backends (:class:`~.backend.Backend`). It is
 handed what it needs, never the scheduler: the intake (lane, quality, queue), the request
@@ -36,7 +34,7 @@ from ..distributed.buckets import bucket_of
 from ..distributed.connect import connect, default_node_id
 from ..distributed.history import HistoryWrites, RedisHistoryStore, RedisModelStore
 from ..distributed.inbox import Entry
-from ..distributed.node import AfterCommit, Batch, Node, SyncResult
+from ..distributed.node import AfterCommit, Batch, Node, StateLost, SyncResult
 from ..frontier import memory_queue
 
 if TYPE_CHECKING:
@@ -59,8 +57,7 @@ MAX_RETRY_DELAY = 5.0
 
 
 class Owned(NamedTuple):
-    """A queued request of a held bucket: ``gen`` tells whether the bucket was held again
-    since (then this copy is stale: Redis has the request)."""
+    """A queued request of a held bucket; stale if the bucket was held again since (``gen``)."""
 
     request: Request
     bucket: int
@@ -83,8 +80,10 @@ class Cluster:
         inflight: InFlight,
         queued: Callable[[], int],
         wake: Callable[[], object],
+        stop: Callable[[str], object] = lambda reason: None,
     ) -> None:
-        """``queued``: requests in the local frontier; ``wake``: ask the engine for requests."""
+        """``queued``: requests in the local frontier; ``wake``: ask the engine for requests;
+        ``stop``: close the spider, with a reason."""
         assert config.redis_url is not None
         self.config = config
         self._intake = intake
@@ -94,6 +93,7 @@ class Cluster:
         self._inflight = inflight
         self._queued = queued
         self._wake = wake
+        self._stop = stop
         self.frontier: Frontier | None = None
         #: The seed planner (``TWOLEVEL_RECRAWL``), set once it is built.
         self.seeds: SeedPlanner | None = None
@@ -140,8 +140,7 @@ class Cluster:
         self._closed = False
         self._leaving: Any = None
         self.counts: Counter[str] = Counter()
-        #: CPU seconds spent in the Redis thread.
-        self.sync_cpu = 0.0
+        self.sync_cpu = 0.0  # CPU seconds spent in the Redis thread
 
     def history_store(self) -> RedisHistoryStore:
         """The crawl's recrawl history in Redis (:mod:`.distributed.history`); its writes,
@@ -423,10 +422,7 @@ class Cluster:
     def _synced(self, result: SyncResult) -> None:
         self._ticking = self._sending = None
         if self._failing_since is not None:
-            logger.warning(
-                "Redis at TWOLEVEL_REDIS_URL is reachable again; nothing was lost.",
-                extra={"spider": self._reporter.spider},
-            )
+            self._reporter.warning("Redis at TWOLEVEL_REDIS_URL is reachable again; nothing lost.")
             self._failing_since = None
             self._retry_delay = self.config.sync_interval
         try:
@@ -444,6 +440,11 @@ class Cluster:
 
     def _sync_failed(self, failure: Any, batch: Batch) -> None:
         self._ticking = self._sending = None
+        if isinstance(failure.value, StateLost):  # no more ticks: they would start afresh
+            logger.error("%s", failure.value, extra={"spider": self._reporter.spider})
+            self._closed = True
+            self._stop("twolevel_redis_state_lost")
+            return
         if isinstance(failure.value, AfterCommit):
             # Committed: only what the tick had not done yet is sent again.
             batch, done = failure.value.remaining, failure.value.result
@@ -455,12 +456,11 @@ class Cluster:
         self.counts["sync_errors"] += 1
         if self._failing_since is None:
             self._failing_since = self._now()
-            logger.warning(
+            self._reporter.warning(
                 "Cannot reach Redis at TWOLEVEL_REDIS_URL (%(error)s); retrying with "
                 "back-off. Requests are kept here; this node stops handing out requests "
                 "after TWOLEVEL_NODE_TTL / 2 without Redis.",
                 {"error": failure.getErrorMessage()},
-                extra={"spider": self._reporter.spider},
             )
         self._retry_delay = min(self._retry_delay * 2, MAX_RETRY_DELAY)
         self._arm(self._retry_delay)

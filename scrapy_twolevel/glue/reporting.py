@@ -65,10 +65,11 @@ class Reporter:
             )
 
     def warning(self, message: str, args: dict[str, Any] | None = None) -> None:
-        logger.warning(message, args or {}, extra={"spider": self.spider})
+        # No args, no formatting: logging formats a lone empty dict as a tuple, and fails.
+        logger.warning(message, *((args,) if args else ()), extra={"spider": self.spider})
 
     def info(self, message: str, args: dict[str, Any] | None = None) -> None:
-        logger.info(message, args or {}, extra={"spider": self.spider})
+        logger.info(message, *((args,) if args else ()), extra={"spider": self.spider})
 
     def host_given_up(self, host: str, dropped: int, why: str = GIVEN_UP_FAILING) -> None:
         if why == GIVEN_UP_BUDGET:
