@@ -28,7 +28,7 @@ from scrapy_twolevel.seen.cache import (
     simulate,
 )
 from scrapy_twolevel.seen.fingerprints import key_function
-from scrapy_twolevel.seen.seen_set import MemorySeenStore, SeenSet
+from scrapy_twolevel.seen.seen_set import MIGRATE_CHUNK, MemorySeenStore, SeenSet
 from scrapy_twolevel.storage.sqlite import SqliteStore
 
 
@@ -172,14 +172,45 @@ def test_exact_set_never_calls_a_new_key_seen_even_when_the_bloom_lies():
     assert all(seen.test_and_add(k) for k in colliding)
 
 
-def test_exact_set_rebuilds_a_bigger_filter_when_full():
+class CountingStore(MemorySeenStore):
+    """Records how many stored keys each call of the seen set read back."""
+
+    def __init__(self):
+        super().__init__()
+        self.read = 0
+
+    def keys_after(self, after, limit):
+        chunk = super().keys_after(after, limit)
+        self.read += len(chunk)
+        return chunk
+
+
+def test_exact_set_grows_its_filter_and_stays_exact():
     seen = SeenSet(LRUCache(0), MemorySeenStore(), error_rate=0.01, initial_capacity=1000)
     assert [seen.test_and_add(key(i)) for i in range(5000)] == [False] * 5000
-    # x1.5, rounded down: 1000 -> 1500 -> 2250 -> 3375 -> 5062 (full at 1000, 1500, 2250, 3375)
-    assert seen.counters.rebuilds == 4
-    assert seen.bloom.capacity == 5062
+    # x1.5, rounded down: 1000 -> 1500 -> 2250 -> 3375 -> 5062 -> 7593. The 5062 one is
+    # 80% full at 4050 keys; its successor holds those and the 950 after: it took over.
+    assert seen.counters.rebuilds == 5
+    assert seen.bloom.capacity == 7593
     assert all(seen.test_and_add(key(i)) for i in range(5000))
     assert len(seen) == 5000
+
+
+def test_growing_the_filter_never_copies_the_whole_store_in_one_call():
+    """The larger filter is filled a chunk at a time while keys keep coming (a one-go
+    rebuild held the crawl for a minute at 40 million keys)."""
+    store = CountingStore()
+    seen = SeenSet(LRUCache(0), store, error_rate=0.01, initial_capacity=20_000)
+    largest = 0
+    for i in range(60_000):
+        store.read = 0
+        assert not seen.test_and_add(key(i))
+        largest = max(largest, store.read)
+    # 20,000 -> 30,000 -> 45,000 -> 67,500: grown three times, never more than a chunk
+    # read in one call (the whole store was 16,000 to 36,000 keys at those times).
+    assert seen.counters.rebuilds == 3 and seen.bloom.capacity == 67_500
+    assert 0 < largest <= MIGRATE_CHUNK
+    assert all(seen.test_and_add(key(i)) for i in range(60_000))
 
 
 def test_bloom_only_reports_false_positives_as_seen():

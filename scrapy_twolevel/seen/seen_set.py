@@ -10,9 +10,12 @@ cheapest that can:
    positive of the filter (counted, the key is added, the verdict is "new").
 
 So a new key is never reported as seen, and RAM holds only the cache and about
-1.6 bytes of filter per key (at a 1% filter error rate). When the filter is full, a twice
-as large one is rebuilt from the store: one sequential read, so a crawl need not know its
-size in advance.
+1.6 bytes of filter per key (at a 1% filter error rate). The filter grows, so a crawl need
+not know its size in advance: once it is ``MIGRATE_AT`` full, a ``GROWTH`` times larger
+one is started, every new key goes into both, and the store's keys are copied into it a
+chunk at a time (``MIGRATE_RATE`` keys per key added, read in key order), so it is
+complete before the old one is full and takes over then. No call ever copies the whole
+store: at 40 million keys a one-go rebuild held the crawl for a minute.
 
 In ``bloom_only`` mode there is no store: a "maybe" is reported as seen, so about the
 filter's error rate of new keys are lost (and counted as duplicates), in exchange for no
@@ -34,6 +37,15 @@ from .cache import SeenCache
 #: keeps the filter at most 1.5x its packed size (2.5 B/key instead of 3.4 at 1%), for
 #: rebuilds that read about 3 keys per key stored instead of 2 (amortised O(1) either way).
 GROWTH = 1.5
+#: A larger filter is started when the current one is this full (above ``1 / GROWTH``,
+#: where the last one took over, so that two migrations never run back to back)...
+MIGRATE_AT = 0.8
+#: ...and this many stored keys are copied into it per key added: the ``MIGRATE_AT``
+#: share of keys present then is copied in the ``1 - MIGRATE_AT`` left (4 per key), plus
+#: one for keys added by :meth:`SeenSet.add` without a test.
+MIGRATE_RATE = 5
+#: Keys read from the store at a time while migrating.
+MIGRATE_CHUNK = 512
 
 
 class SeenStore(Protocol):
@@ -44,6 +56,10 @@ class SeenStore(Protocol):
     def add(self, key: bytes) -> None: ...
 
     def keys(self) -> Iterator[bytes]: ...
+
+    def keys_after(self, after: bytes | None, limit: int) -> list[bytes]:
+        """Up to ``limit`` keys greater than ``after`` (all keys: ``None``), in key order."""
+        ...
 
     def __len__(self) -> int: ...
 
@@ -62,6 +78,9 @@ class MemorySeenStore:
 
     def keys(self) -> Iterator[bytes]:
         return iter(list(self._keys))
+
+    def keys_after(self, after: bytes | None, limit: int) -> list[bytes]:
+        return sorted(k for k in self._keys if after is None or k > after)[:limit]
 
     def __len__(self) -> int:
         return len(self._keys)
@@ -97,7 +116,7 @@ class SeenCounters:
     new: int = 0
     """Keys added: new URLs."""
     rebuilds: int = 0
-    """Times the filter was full and rebuilt from the store."""
+    """Times the filter grew: a larger one, filled from the store, took over."""
 
     @property
     def observed_false_positive_rate(self) -> float | None:
@@ -131,6 +150,10 @@ class SeenSet:
         else:
             self._capacity = max(initial_capacity, int(GROWTH * len(store)))
             self.bloom = self._rebuild()
+        # The larger filter being filled, the last key copied into it, the copy budget.
+        self._next: BloomFilter | None = None
+        self._copied_up_to: bytes | None = None
+        self._budget = 0
 
     @property
     def bloom_only(self) -> bool:
@@ -158,7 +181,7 @@ class SeenSet:
             counters.new += 1
             if store is not None:
                 store.add(key)
-                self._grow_if_full()
+                self._grow(key)
             return False
         counters.bloom_maybe += 1
         if store is None:
@@ -169,6 +192,7 @@ class SeenSet:
         counters.false_positives += 1
         counters.new += 1
         store.add(key)
+        self._grow(key)
         return False
 
     def add(self, key: bytes) -> None:
@@ -178,13 +202,36 @@ class SeenSet:
         new = not self.bloom.add(key)
         if self.store is not None and (new or key not in self.store):
             self.store.add(key)
-            self._grow_if_full()
+            self._grow(key)
 
-    def _grow_if_full(self) -> None:
-        if self.bloom.full:  # type: ignore[attr-defined]
-            self._capacity = int(self._capacity * GROWTH)
-            self.bloom = self._rebuild()
-            self.counters.rebuilds += 1
+    def _grow(self, key: bytes) -> None:
+        """After a key was stored: carry on growing the filter (see the module docstring)."""
+        bloom, nxt = self.bloom, self._next
+        if nxt is None:
+            if bloom.count < MIGRATE_AT * self._capacity:  # type: ignore[attr-defined]
+                return
+            nxt = self._next = self._factory(int(self._capacity * GROWTH), self.error_rate)
+            self._copied_up_to, self._budget = None, 0
+        nxt.add(key)
+        self._budget += MIGRATE_RATE
+        if self._budget < MIGRATE_CHUNK and not bloom.full:  # type: ignore[attr-defined]
+            return
+        # A chunk at a time; all that is left if the old filter is full already (a burst
+        # of add() from a bucket hand-over can outrun the budget).
+        while True:
+            self._budget -= MIGRATE_CHUNK
+            assert self.store is not None
+            chunk = self.store.keys_after(self._copied_up_to, MIGRATE_CHUNK)
+            for stored in chunk:
+                nxt.add(stored)
+            if len(chunk) < MIGRATE_CHUNK:
+                self.bloom, self._next = nxt, None
+                self._capacity = int(self._capacity * GROWTH)
+                self.counters.rebuilds += 1
+                return
+            self._copied_up_to = chunk[-1]
+            if self._budget < MIGRATE_CHUNK and not bloom.full:  # type: ignore[attr-defined]
+                return
 
     def __len__(self) -> int:
         """Keys seen (bloom-only: keys the filter recorded, an undercount by its errors)."""

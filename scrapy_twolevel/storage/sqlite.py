@@ -25,9 +25,9 @@ request is finished. Reopening the file gives every lease its host back: those r
 were in flight when the crawl stopped and are served again. (Moving the row to a table of
 its own would cost an insert and a delete per pop instead of one update.)
 
-Seen keys (:class:`SqliteSeenStore`) are 16-byte blobs in a ``WITHOUT ROWID`` table. New
-keys wait in a set in memory and are written in key order in the same transaction as the
-frontier rows, just before each commit.
+Seen keys (:class:`~.sqlite_seen.SqliteSeenStore`) are 16-byte blobs in a ``WITHOUT
+ROWID`` table. New keys wait in a set in memory and are written in key order in the same
+transaction as the frontier rows, just before each commit.
 
 Durability is Scrapy's: rows reach the OS (``synchronous=OFF``: no fsync, like Scrapy's
 own disk queues) at every commit: at most ``commit_every`` writes apart, at the first
@@ -68,6 +68,7 @@ from typing import Any
 
 from ..errors import ShapeMismatch, StateError, StoreUnavailable
 from ..frontier.queues import FifoHostQueue, HostQueue, QualityHostQueue
+from .sqlite_seen import SqliteSeenStore
 
 #: Format marker stored in the file; bump when the schema changes.
 FORMAT = "scrapy_twolevel.frontier/4"
@@ -410,59 +411,6 @@ class SqliteStore:
         if self.db.in_transaction:
             self.db.execute("ROLLBACK")
         self.db.close()
-
-
-class SqliteSeenStore:
-    """The exact seen set (:class:`~scrapy_twolevel.seen.seen_set.SeenStore`) in a store's file."""
-
-    def __init__(self, store: SqliteStore, *, with_queue: bool = True) -> None:
-        self._store = store
-        self._db = store.db
-        self._note_write = store.counted if with_queue else store.wrote
-        self._pending: set[bytes] = set()
-        # Keys written since the last commit, which a failing disk may have rolled back.
-        self._unsaved: set[bytes] = set()
-        self._unsaved_since = store.commits
-        self._len = int(self._db.execute("SELECT COUNT(*) FROM seen").fetchone()[0])
-        store.before_commit(self.flush)
-
-    def __contains__(self, key: bytes) -> bool:
-        # Never raises: the file's view is the last commit or more, and the keys written
-        # since then are in _unsaved; together they are every key added.
-        if key in self._pending or key in self._unsaved:
-            return True
-        return self._db.execute("SELECT 1 FROM seen WHERE key=?", (key,)).fetchone() is not None
-
-    def add(self, key: bytes) -> None:
-        # Beside a queue, counted and never committed here: the key must not become
-        # durable before the request it lets through is queued; the push commits both.
-        self._pending.add(key)
-        self._len += 1
-        self._note_write()
-
-    def flush(self) -> None:
-        """Write the pending keys (in key order: fewer B-tree pages touched per batch)."""
-        if self._store.commits != self._unsaved_since:
-            self._unsaved.clear()  # committed since they were written
-            self._unsaved_since = self._store.commits
-        if self._pending:
-            self._store.write(
-                "INSERT OR IGNORE INTO seen (key) VALUES (?)",
-                [(k,) for k in sorted(self._pending)],
-                many=True,
-            )
-            self._unsaved |= self._pending
-            self._pending.clear()
-
-    def keys(self) -> Iterator[bytes]:
-        self.flush()
-        self._store.current()
-        # fetchall-free: a cursor of its own, read while the caller adds nothing.
-        for (key,) in self._db.execute("SELECT key FROM seen"):
-            yield bytes(key)
-
-    def __len__(self) -> int:
-        return self._len
 
 
 class Leased(bytes):
