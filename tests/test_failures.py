@@ -419,3 +419,25 @@ def test_when_only_failing_hosts_are_left_one_that_never_answered_goes_at_its_se
     assert f.pop() == ("dead", "d2")
     fail(f, "dead", timeout=True)  # failed session 2 with nothing else left: given up
     assert given_up == [("dead", 2)]
+
+
+def test_the_end_game_counts_open_hosts_that_only_failed_as_failing():
+    """Dead hosts come in groups: while one waits out its back-off, another is open with
+    a timeout running. That one has never answered and has failed: it is no work for the
+    crawl either, so the first is given up at its second failed session all the same."""
+    f, clock, given_up = frontier(max_open=2)
+    for i in range(5):
+        f.push("dead", 1.0, f"d{i}")
+    f.push("other", 1.0, "o0")
+    f.push("other", 1.0, "o1")
+    assert dict([f.pop(), f.pop()]) == {"dead": "d0", "other": "o0"}
+    fail(f, "dead", timeout=True)
+    fail(f, "other", timeout=True)  # both still open, one failure each
+    assert f.pop() == ("dead", "d1")
+    assert f.pop() == ("other", "o1")  # in flight from now on, never answered
+    fail(f, "dead", timeout=True)  # dead: failed session 1, backed off 10 s
+    assert given_up == []
+    clock.now = 110.0
+    assert f.pop() == ("dead", "d2")
+    fail(f, "dead", timeout=True)  # failed session 2, only failing hosts left: given up
+    assert given_up == [("dead", 2)]

@@ -547,11 +547,17 @@ class TwoLevelFrontier:
         return host.failures >= self.failure_policy.session_failures
 
     def _only_failing_hosts_left(self) -> bool:
-        """Nothing to fetch but at hosts backed off after failing: the crawl would only
-        wait for their probes."""
-        if self._open or self._ranked or self._paced or self._dirty or len(self._plain):
+        """Nothing to fetch but at hosts that keep failing (backed off, or open with a
+        failure and no answer yet): the crawl would only wait for their probes."""
+        if self._ranked or self._paced or self._dirty or len(self._plain):
             return False
-        return all(self._hosts[key].failed_sessions for _, _, key in self._backoff)
+        if not all(self._hosts[key].failed_sessions for _, _, key in self._backoff):
+            return False
+        return all(
+            not h.answered and (h.failures or h.failed_sessions)
+            for h in self._hosts.values()
+            if h.open
+        )
 
     def _unrank(self, host: Host) -> None:
         if host.rank_token >= 0:
