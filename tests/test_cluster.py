@@ -295,3 +295,46 @@ def test_a_crawl_gone_from_redis_stops_the_spider_with_a_reason(redis_crawl, red
 
     yield joined_node(redis_url, crawl_id, body)
     assert not list(client.scan_iter(f"twolevel:{crawl_id}:*"))  # leaving wrote nothing
+
+
+@pytest_twisted.inlineCallbacks
+def test_a_large_bucket_is_loaded_a_slice_per_reactor_turn(redis_crawl, redis_url):
+    """Loading a bucket of 500k requests in the callback that applies a tick held the
+    reactor for seconds. Now SLICE items per turn (its seen keys first); meanwhile a new
+    request for it waits in the inbox, and is judged once the seen keys are all in."""
+    from twisted.internet import reactor, task
+
+    from scrapy_twolevel.glue.bucket_loader import SLICE
+
+    client, crawl_id = redis_crawl
+    parts = Parts(redis_url, crawl_id, "n1")
+    cluster = parts.cluster
+    requests = [Request(f"http://{host_in(0)}/{i}") for i in range(3 * SLICE)]
+    first = Node(client, crawl_id, "n0", buckets=BUCKETS, ttl=600)
+    first.join()
+    first.sync(Batch())
+    stores = [
+        (0, f"e{i}", cluster._codec.encode(r), parts.seen.request_key(r))
+        for i, r in enumerate(requests)
+    ]
+    first.sync(Batch(stores=stores))
+    first.leave()  # n1 will take bucket 0 with its 6,000 requests and seen keys
+    try:
+        cluster.join()
+        assert 0 in cluster._loader.loading
+        assert len(parts.frontier) == 0  # the first turn added seen keys only
+        assert parts.enqueue(requests[0].url)  # seen already: but it cannot tell yet
+        assert len(parts.frontier) == 0  # not admitted: sent to the inbox
+        turns = 0
+        while cluster._loader.loading and turns < 100:
+            yield task.deferLater(reactor, 0, lambda: None)
+            turns += 1
+        assert turns >= 5  # 6,000 keys then 6,000 requests, 2,000 a turn
+        assert len(parts.frontier) == len(requests)
+        yield cluster.tick()  # the inbox entry comes back: judged now, a duplicate
+        yield cluster.tick()
+        assert len(parts.frontier) == len(requests)
+        assert parts.stats.get_value("dupefilter/filtered") == 1
+    finally:
+        yield cluster.leave()
+        yield cluster.close("finished")

@@ -122,8 +122,10 @@ return result
 
 #: ARGV: prefix, node, buckets. Takes each bucket that is free, already this node's, or
 #: held by a node that is no longer a member. Returns ``{taken, loaded}``: the buckets
-#: taken, and for those with content ``bucket, {id, request, ...}, packed seen keys,
-#: {seed, plan, ...}`` (most buckets are empty: only their number crosses the wire).
+#: taken, and for those with content ``bucket, packed seen keys, {seed, plan, ...}`` (most
+#: buckets are empty: only their number crosses the wire). Their queued requests are read
+#: afterwards with HSCAN, a slice per command (:data:`LOAD_SLICE`): one script reading a
+#: bucket of 500k requests kept Redis busy for seconds (``BUSY`` for every other node).
 ACQUIRE_SCRIPT = """
 local p, me = ARGV[1], ARGV[2]
 local members = {}
@@ -148,7 +150,6 @@ for first = 3, #ARGV, CHUNK do
       taken[#taken + 1] = b
       if seen[k] then
         loaded[#loaded + 1] = b
-        loaded[#loaded + 1] = redis.call('HGETALL', p .. 'q:' .. b)
         loaded[#loaded + 1] = seen[k]
         loaded[#loaded + 1] = redis.call('HGETALL', p .. 'plans:' .. b)
       end
@@ -158,6 +159,9 @@ for first = 3, #ARGV, CHUNK do
 end
 return {taken, loaded}
 """
+
+#: Queued requests read per HSCAN command when a bucket is taken over.
+LOAD_SLICE = 5000
 
 #: ARGV: prefix, node, buckets. Releases those this node holds; returns how many.
 RELEASE_SCRIPT = """
@@ -420,21 +424,28 @@ class Node:
             raise RuntimeError(f"{len(routes)} cross URLs found no live owner")
 
     def _take(self, buckets: list[int], result: SyncResult) -> None:
-        """Take the buckets that are free and load those with content, in one round trip
-        (a bucket has queued requests only once a seen key was recorded for it)."""
+        """Take the buckets that are free, with the seen keys and plans of those with
+        content (a bucket has queued requests only once a seen key was recorded for it),
+        then read their queued requests a slice per command."""
         result.round_trips += 1
         taken, loaded = self._call(self._acquire, buckets) or ([], [])
         content: dict[int, tuple[list[tuple[str, bytes]], list[bytes]]] = {}
-        for i in range(0, len(loaded), 4):
-            bucket, flat, packed = int(loaded[i]), loaded[i + 1], loaded[i + 2]
-            entries = [(flat[j].decode(), flat[j + 1]) for j in range(0, len(flat), 2)]
+        for i in range(0, len(loaded), 3):
+            bucket, packed = int(loaded[i]), loaded[i + 1]
+            entries = [
+                (entry_id.decode(), data)
+                for entry_id, data in self.redis.hscan_iter(
+                    f"{self.prefix}q:{bucket}", count=LOAD_SLICE
+                )
+            ]
+            result.round_trips += 1 + len(entries) // LOAD_SLICE
             try:
                 keys = unpack_keys(packed, self.seen_log.key(bucket))
             except ValueError:
                 keys = []  # damaged: its requests still load; what it saw may come again
                 result.damaged_seen.append(bucket)
             content[bucket] = (entries, keys)
-            plans = loaded[i + 3]
+            plans = loaded[i + 2]
             if plans:
                 result.plans[bucket] = {plans[j]: plans[j + 1] for j in range(0, len(plans), 2)}
         for raw in taken:

@@ -36,6 +36,7 @@ from ..distributed.history import HistoryWrites, RedisHistoryStore, RedisModelSt
 from ..distributed.inbox import Entry
 from ..distributed.node import AfterCommit, Batch, Node, StateLost, SyncResult
 from ..frontier import memory_queue
+from .bucket_loader import BucketLoader
 
 if TYPE_CHECKING:
     from scrapy import Request
@@ -139,6 +140,9 @@ class Cluster:
         self._pool: Any = None
         self._closed = False
         self._leaving: Any = None
+        self._loader = BucketLoader(
+            add_keys=seen.add_keys, load=self._load, loaded=self._bucket_loaded, wake=wake
+        )
         self.counts: Counter[str] = Counter()
         self.sync_cpu = 0.0  # CPU seconds spent in the Redis thread
 
@@ -256,7 +260,7 @@ class Cluster:
         lane is the host: topics are not supported here)."""
         host = self._intake.lane(request)
         bucket = bucket_of(host, self.config.buckets)
-        if bucket not in self._held:
+        if bucket not in self._held or bucket in self._loader.loading:  # via the inbox
             data = self._codec.encode(request)
             if data is None:
                 # Another node holds its host and only bytes cross: it cannot go there.
@@ -369,7 +373,7 @@ class Cluster:
     def busy(self) -> bool:
         """Whether this node must stay open: work here, or anywhere in the crawl (seed
         refetches planned anywhere included, until ``TWOLEVEL_RECRAWL_DURATION``)."""
-        if self._leased or self._staged or self._parked or self._draining:
+        if self._leased or self._staged or self._parked or self._draining or self._loader.loading:
             return True
         if self.history is not None and self.history.has_writes:
             return True
@@ -414,8 +418,9 @@ class Cluster:
                 self._local_only.pop(bucket, None)
                 batch.release.append(bucket)
         if not final:
-            batch.check_idle = not (
-                self._queued() or self._leased or self._parked or batch or self._draining
+            batch.check_idle = (
+                not (self._queued() or self._leased or self._parked or batch or self._draining)
+                and not self._loader.loading
             )
         return batch
 
@@ -455,7 +460,7 @@ class Cluster:
         self._staged.prepend(batch)
         self.counts["sync_errors"] += 1
         if self._failing_since is None:
-            self._failing_since = self._now()
+            self._failing_since = time.monotonic()
             self._reporter.warning(
                 "Cannot reach Redis at TWOLEVEL_REDIS_URL (%(error)s); retrying with "
                 "back-off. Requests are kept here; this node stops handing out requests "
@@ -479,33 +484,21 @@ class Cluster:
         for bucket in given:
             # Its queued copies go stale (Redis has them), but for those it has not.
             self._drain_gen[bucket] = self._held.pop(bucket)
+            self._loader.cancel(bucket)
             self._draining.add(bucket)
             counts["buckets_given"] += 1
         seeds, history = self.seeds, self.history
         if given and seeds is not None and history is not None:
             seeds.drop_plans(history.seeds_in(given))  # the new holder loads them
-        woke = False
         for bucket, (entries, keys) in result.acquired.items():
             self._gen += 1
             self._held[bucket] = self._gen
             counts["buckets_taken"] += 1
-            self._seen.add_keys(keys)
             if bucket in result.plans and seeds is not None and history is not None:
-                plans, damaged = history.adopt(bucket, result.plans[bucket])
-                seeds.adopt_plans(plans)
-                counts["plans_loaded"] += len(plans)
-                if damaged:
-                    self._reporter.count_once(
-                        "redis/plans_damaged",
-                        "A seed plan in Redis is damaged and was skipped (%(request)s).",
-                        f"bucket {bucket}",
-                    )
-            for entry_id, data in entries:
-                woke |= self._load(bucket, entry_id, data)
+                counts["plans_loaded"] += seeds.adopt_stored(history, bucket, result.plans[bucket])
             counts["loaded"] += len(entries)
-            for entry in self._parked.pop(bucket, ()):
-                self._parked_ids.discard(entry.id)
-                woke |= self._receive(entry)
+            self._loader.add(bucket, keys, entries)  # in slices, seen keys first
+        woke = self._loader.run()
         for entry in result.received:
             counts["routed_in"] += 1
             woke |= self._receive(entry)
@@ -528,7 +521,7 @@ class Cluster:
             self._crawl_idle = False
             self._idle_since = None
             return
-        now = self._now()
+        now = time.monotonic()
         if self._idle_since is None:
             self._idle_since = now
         self._crawl_idle = now - self._idle_since >= self.config.wait_for_work
@@ -550,6 +543,7 @@ class Cluster:
             self.history.forget_plans()
         self._held.clear()
         self._draining.clear()
+        self._loader.cancel_all()
         # Requests without a copy in Redis die with this node's claim on their hosts.
         self.counts["local_only_lost"] += sum(self._local_only.values())
         self._local_only.clear()
@@ -576,11 +570,19 @@ class Cluster:
             request, intake.lane(request), intake.quality(request), bucket, key, data, entry_id
         )
 
+    def _bucket_loaded(self, bucket: int) -> bool:
+        """The cross URLs that waited for the bucket's seen keys go in now."""
+        woke = False
+        for entry in self._parked.pop(bucket, ()):
+            self._parked_ids.discard(entry.id)
+            woke |= self._receive(entry)
+        return woke
+
     def _receive(self, entry: Entry) -> bool:
         """An inbox entry: store it if its bucket is held here, park it if it will be,
         forward it otherwise; acknowledged in the commit that stores or forwards it."""
         bucket = bucket_of(entry.host, self.config.buckets)
-        if bucket in self._held:
+        if bucket in self._held and bucket not in self._loader.loading:
             self._staged.acks.append(entry.id)
             request = self._decode(entry.data)
             if request is None:
@@ -634,10 +636,6 @@ class Cluster:
                 f"{type(exc).__name__}: {exc}",
             )
             return None
-
-    @staticmethod
-    def _now() -> float:
-        return time.monotonic()
 
     def _report(self) -> None:
         self._reporter.report_cluster(

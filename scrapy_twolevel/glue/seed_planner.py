@@ -299,6 +299,16 @@ class SeedPlanner:
             heapq.heappush(self._heap, (plan.due, plan.seed))
         self._arm_wake()
 
+    def adopt_stored(self, history: RedisHistoryStore, bucket: int, raw: dict[bytes, bytes]) -> int:
+        """The stored plans of a bucket this node just took; how many it adopted. A damaged
+        one is skipped, counted (``twolevel/redis/plans_damaged``) and logged."""
+        plans, damaged = history.adopt(bucket, raw)
+        self.adopt_plans(plans)
+        if damaged:
+            self._stats.inc_value("twolevel/redis/plans_damaged", damaged)
+            logger.warning("%d damaged seed plan(s) in Redis skipped (bucket %d).", damaged, bucket)
+        return len(plans)
+
     def reloaded(self, request: Request) -> None:
         """A seed fetch another node had queued or in flight when it left or died, queued
         here again (a bucket taken over): its plan is pushed back as :meth:`release_due`
