@@ -174,13 +174,19 @@ def watch_settings(addresses: list[str]) -> dict[str, Any]:
     return {"EXTENSIONS": {"hostile_hosts.WatchHosts": 0}, WATCH_SETTING: addresses}
 
 
-def crawl(workdir: Path, web_file: Path, settings: dict[str, Any]) -> CrawlResult | str:
+def crawl(
+    workdir: Path,
+    web_file: Path,
+    settings: dict[str, Any],
+    timeout: float = CRAWL_TIMEOUT,
+    delay_scale: float = 1.0,
+) -> CrawlResult | str:
     """One crawl in its own process: its result, or why there is none."""
     out = workdir / "result.json"
     try:
-        proc = crawl_test_web(web_file, out, settings, CRAWL_TIMEOUT)
+        proc = crawl_test_web(web_file, out, settings, timeout, delay_scale)
     except subprocess.TimeoutExpired:
-        return f"did not finish within {CRAWL_TIMEOUT} s (killed)"
+        return f"did not finish within {timeout} s (killed)"
     if proc.returncode != 0:
         return f"exit status {proc.returncode}: {proc.stderr[-500:]}"
     return CrawlResult.from_dict(json.loads(out.read_text()))
@@ -198,7 +204,8 @@ def measure(
     t80 = None
     last_page_at = 0.0
     for e in server.events:
-        if e.method != "GET" or e.status != 200 or e.page_id is None:
+        # A page counts when served: 200, or 301 for a redirecting page (its only answer).
+        if e.method != "GET" or e.status not in (200, 301) or e.page_id is None:
             continue
         t = e.time - start
         last_page_at = max(last_page_at, t)

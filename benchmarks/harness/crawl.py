@@ -38,12 +38,19 @@ def pythonpath(*dirs: Path | str | None) -> dict[str, str]:
 
 
 def crawl_test_web(
-    web_file: Path, out: Path, settings: dict[str, Any], timeout: float
+    web_file: Path,
+    out: Path,
+    settings: dict[str, Any],
+    timeout: float,
+    delay_scale: float = 1.0,
 ) -> subprocess.CompletedProcess[str]:
-    """One crawl of the test web; raises :class:`subprocess.TimeoutExpired` after ``timeout``."""
+    """One crawl of the test web; raises :class:`subprocess.TimeoutExpired` after ``timeout``.
+
+    ``delay_scale`` multiplies every host's delays (the server's ``--delay-scale``).
+    """
     out.unlink(missing_ok=True)
     cmd = [sys.executable, "-m", "scrapy_twolevel.testweb", "crawl", "--web", str(web_file)]
-    cmd += ["--output", str(out)]
+    cmd += ["--output", str(out), "--delay-scale", repr(delay_scale)]
     for name, value in settings.items():
         cmd += ["--set", f"{name}={json.dumps(value)}"]
     env = pythonpath(BENCH)
