@@ -17,8 +17,10 @@ id of its own that it deletes at the end:
    it half the buckets; ``n0`` releases them, and ``n1``'s ticks take them over (500,000
    requests);
 3. in ``n1``, a 10-ms looping call measures how late the reactor runs it (the longest
-   stall), until all of its share is queued in its frontier. The node's ttl is 10 s
-   (the default); being reaped would show as a rejoin.
+   stall, and when it came), until all of its share is queued in its frontier; Python's
+   longest full garbage collection in that time is recorded beside it (a collection
+   holds every thread). Nobody reaps ``n1`` here (``n0`` is driven by hand): a stall
+   longer than the ttl (10 s) would get a node reaped in a crawl.
 
 Both ways are run in the same invocation: ``sliced`` (as shipped) and ``one callback``
 (``SLICE`` set above the request count, so the reactor loads everything at once as it
@@ -137,6 +139,8 @@ def worker(crawl_id: str, n: int, slice_size: int | None) -> dict[str, Any]:
 
     def beat() -> None:
         now = time.perf_counter()
+        if now - state["last"] - 0.01 > out["longest_stall_s"]:
+            out["stall_at_s"] = round(now - state["started"], 2)
         out["longest_stall_s"] = max(out["longest_stall_s"], now - state["last"] - 0.01)
         state["last"] = now
         owned = out.get("owned")
@@ -160,6 +164,18 @@ def worker(crawl_id: str, n: int, slice_size: int | None) -> dict[str, Any]:
 
         return bucket_of(f"h{i % HOSTS}.test", BUCKETS)
 
+    import gc
+
+    gc_state = {"t": 0.0}
+
+    def gc_timer(phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            gc_state["t"] = time.perf_counter()
+        elif info.get("generation") == 2:
+            spent = time.perf_counter() - gc_state["t"]
+            out["longest_full_gc_s"] = round(max(out.get("longest_full_gc_s", 0.0), spent), 4)
+
+    gc.callbacks.append(gc_timer)
     reactor.callWhenRunning(start)
     reactor.run()
     cluster._pool.stop()  # its thread would keep the process alive
