@@ -338,3 +338,23 @@ def test_a_large_bucket_is_loaded_a_slice_per_reactor_turn(redis_crawl, redis_ur
     finally:
         yield cluster.leave()
         yield cluster.close("finished")
+
+
+@pytest_twisted.inlineCallbacks
+def test_a_second_process_under_this_node_id_stops_this_one(redis_crawl, redis_url):
+    client, crawl_id = redis_crawl
+    stopped = []
+    newer = Node(client, crawl_id, "n1", buckets=BUCKETS, ttl=600)
+
+    def body(parts):
+        cluster = parts.cluster
+        cluster._stop = stopped.append
+        yield cluster.tick()
+        newer.join()  # a second process started with the same TWOLEVEL_NODE_ID
+        assert parts.enqueue(f"http://{host_in(0)}/a")  # something to commit
+        yield cluster.tick()
+        assert stopped == ["twolevel_node_id_taken"]
+
+    yield joined_node(redis_url, crawl_id, body)
+    assert client.sismember(f"twolevel:{crawl_id}:members", "n1")  # the newer one's still
+    newer.leave()

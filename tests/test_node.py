@@ -10,7 +10,7 @@ import pytest
 
 from scrapy_twolevel.distributed.buckets import bucket_of
 from scrapy_twolevel.distributed.node import AfterCommit, Batch, Node, clear_crawl, status
-from scrapy_twolevel.distributed.registry import StateLost
+from scrapy_twolevel.distributed.registry import IdTaken, StateLost
 
 BUCKETS = 4
 
@@ -80,13 +80,22 @@ def test_bucket_moves_only_after_its_holder_released_it(redis_crawl):
     assert pending(client, crawl_id, moved[1]) == {f"e{moved[1]}": b"r%d" % moved[1]}
 
 
-def test_reaped_node_cannot_commit_and_joins_again(redis_crawl):
-    client, crawl_id = redis_crawl
+def two_nodes_a_holding_a_request(client, crawl_id, entry):
+    """Node a (first: every bucket) with ``entry`` stored in bucket 0, then node b; their
+    clocks (a ttl of 2 s)."""
     clock_a, clock_b = Clock(), Clock()
     a = node(client, crawl_id, "a", clock_a, ttl=2.0)
     a.sync(Batch())
-    a.sync(Batch(stores=[(0, "lease", b"in flight", key(1))]))
+    a.sync(Batch(stores=[(0, *entry, key(1))]))
     b = node(client, crawl_id, "b", clock_b, ttl=2.0)
+    return a, b, clock_a, clock_b
+
+
+def test_reaped_node_cannot_commit_and_joins_again(redis_crawl):
+    client, crawl_id = redis_crawl
+    a, b, clock_a, clock_b = two_nodes_a_holding_a_request(
+        client, crawl_id, ("lease", b"in flight")
+    )
     b.sync(Batch())
     # a is paused: no heartbeat; after its ttl it may not dispatch, and b reaps it.
     clock_a.now += 1.5
@@ -384,3 +393,41 @@ def test_a_node_that_finds_its_crawl_gone_from_redis_stops_and_writes_nothing(re
     a.flush(Batch(stores=[(0, "e3", b"req3", key(3))]))
     a.leave()
     assert not list(client.scan_iter(f"twolevel:{crawl_id}:*"))  # nothing written again
+
+
+def test_two_processes_under_one_node_id_the_newer_keeps_it_the_older_stops(redis_crawl):
+    """Both used to dispatch and commit (two nodes at one host). The newer process takes
+    the id (a restart after kill -9 goes on at once); the older one is fenced at its next
+    commit or heartbeat, and leaves nothing behind that would disturb the newer one."""
+    client, crawl_id = redis_crawl
+    clock = Clock()
+    older = node(client, crawl_id, "a", clock)
+    older.sync(Batch())
+    newer = node(client, crawl_id, "a", Clock())
+    newer.sync(Batch())
+    with pytest.raises(IdTaken, match="another process has joined"):
+        older.sync(Batch(stores=[(0, "late", b"x", key(1))]))  # fenced by the commit
+    assert "late" not in pending(client, crawl_id, 0)
+    clock.now += 5  # a heartbeat is due: fenced there too
+    with pytest.raises(IdTaken):
+        older.sync(Batch())
+    assert older.lost and not older.may_dispatch()
+    older.leave()  # writes nothing: the id, its buckets and its inbox are the newer one's
+    assert client.sismember(f"twolevel:{crawl_id}:members", "a")
+    assert newer.sync(Batch(stores=[(0, "e1", b"r", key(2))])).stored == 1
+
+
+def test_a_reaped_node_rejoins_though_the_last_node_left_meanwhile(redis_crawl):
+    """The table goes when the last node leaves, but the crawl is still in Redis: a node
+    reaped before that must join again and go on, not take it for a lost crawl."""
+    client, crawl_id = redis_crawl
+    a, b, clock_a, clock_b = two_nodes_a_holding_a_request(client, crawl_id, ("e1", b"req1"))
+    client.delete(f"twolevel:{crawl_id}:alive:a")  # a is paused past its ttl
+    clock_b.now += 5
+    assert b.sync(Batch()).reaped == ["a"]
+    b.leave()  # the last member: the table goes, the crawl's requests stay
+    assert not client.exists(f"twolevel:{crawl_id}:table")
+    clock_a.now += 5
+    back = a.sync(Batch())
+    assert back.rejoined and not a.lost
+    assert back.acquired[0][0] == [("e1", b"req1")]  # it goes on with the crawl

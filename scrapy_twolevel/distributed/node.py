@@ -42,18 +42,21 @@ from .batch import AfterCommit, Batch, SyncResult
 from .buckets import LOAD_CAP
 from .history import HistoryWrites, delete_matching, stored_plans
 from .inbox import Inbox
-from .registry import NotAMember, Registry, StateLost
+from .registry import IdTaken, NotAMember, Registry, StateLost
 from .seen_log import KEY_SIZE, SeenLog, unpack_keys
 
 #: KEYS: none (one Redis instance, not Cluster: the keys are built from the prefix).
-#: ARGV: prefix, node, then counts of stores, routes, acks, dones, plans, then their
-#: fields. Returns ``{status, stored, refused, bad_route_1, ...}``; status -1: not a member.
+#: ARGV: prefix, node, the process's token, then counts of stores, routes, acks, dones,
+#: plans, then their fields. Returns ``{status, stored, refused, bad_route_1, ...}``;
+#: status -1: not a member; -2: another process has joined under this node id since.
 COMMIT_SCRIPT = """
 local p, me = ARGV[1], ARGV[2]
 if redis.call('SISMEMBER', p .. 'members', me) == 0 then return {-1, 0, 0} end
-local ns, nr, na = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
-local nd, np = tonumber(ARGV[6]), tonumber(ARGV[7])
-local i = 8
+local alive = redis.call('GET', p .. 'alive:' .. me)
+if alive and alive ~= ARGV[3] then return {-2, 0, 0} end
+local ns, nr, na = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
+local nd, np = tonumber(ARGV[7]), tonumber(ARGV[8])
+local i = 9
 local held = {}
 local function holds(b)
   local v = held[b]
@@ -288,7 +291,9 @@ class Node:
             result = self._sync(batch, receive)
             result.cpu = time.thread_time() - started
             return result
-        except Exception:
+        except Exception as exc:
+            # Its id or its crawl is gone: leaving would write over someone else's state.
+            self.lost = self.lost or isinstance(exc, IdTaken | StateLost)
             if self.inbox is not None:
                 self.inbox.redeliver()
             raise
@@ -357,8 +362,9 @@ class Node:
         """Reaped while paused or cut off: what this node held belongs to others now, and
         its writes for it were refused. Join again with nothing held; of the batch only
         the cross URLs are still worth sending (the rest is redone by the new holders)."""
-        if not self.redis.exists(f"{self.prefix}table"):
-            # A reaped node finds the table its reaper changed; no table: no crawl left.
+        if not self.redis.exists(f"{self.prefix}epoch"):
+            # Every change of the table counts in the epoch, which nothing deletes but a
+            # reset or a Redis that lost its data (the table goes when the last node leaves).
             self.lost = True
             raise StateLost(
                 f"crawl {self.crawl_id!r} is gone from Redis (restarted without persistence, "
@@ -394,7 +400,7 @@ class Node:
             if not (batch.stores or routes or batch.acks or batch.dones or plans):
                 return
             table = self.registry.table
-            args: list[Any] = [self.prefix, self.node_id]
+            args: list[Any] = [self.prefix, self.node_id, self.registry.token]
             args += [len(batch.stores), len(routes), len(batch.acks), len(batch.dones)]
             args.append(len(plans))
             for bucket, entry_id, data, key in batch.stores:
@@ -408,6 +414,8 @@ class Node:
                 args += [bucket, seed, plan]
             result.round_trips += 1
             reply = self._commit(args=args)
+            if reply[0] == -2:
+                self.registry.id_taken()
             if reply[0] == -1:
                 raise NotAMember(f"node {self.node_id} is no longer in crawl {self.crawl_id}")
             result.stored += int(reply[1])

@@ -26,6 +26,7 @@ No Scrapy here; the clock is injectable.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -38,6 +39,21 @@ DEFAULT_BUCKETS = 16384
 
 class NotAMember(RuntimeError):
     """This node was reaped (or left): its buckets belong to others now."""
+
+
+class IdTaken(RuntimeError):
+    """Another process has joined the crawl under this node's id since (two processes
+    with one ``TWOLEVEL_NODE_ID``, or this one paused while its id was restarted): the
+    newer one keeps the id; this one must stop, not fight over it."""
+
+
+#: Renews a node's alive key if it is still this process's (its token), or free.
+HEARTBEAT_SCRIPT = """
+local v = redis.call('GET', KEYS[1])
+if v and v ~= ARGV[1] then return 0 end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+return 1
+"""
 
 
 class StateLost(RuntimeError):
@@ -68,6 +84,9 @@ class Registry:
         self.ttl = ttl
         self._clock = clock
         self._last_beat: float | None = None
+        #: This process's token: the newest process to join under a node id holds it.
+        self.token = os.urandom(8).hex()
+        self._heartbeat = redis.register_script(HEARTBEAT_SCRIPT)
         self.table = BucketTable(buckets)
         self.epoch = 0
 
@@ -83,6 +102,9 @@ class Registry:
             lambda table: [] if self.node_id in table.nodes else table.join(self.node_id),
             add=self.node_id,
         )
+        # The newest process under this id takes it: a restart after a kill -9 goes on at
+        # once, and a process still running under it is fenced at its next beat or commit.
+        self.redis.set(self.key(f"alive:{self.node_id}"), self.token, px=int(self.ttl * 1000))
         self.heartbeat()
         return moves
 
@@ -99,8 +121,19 @@ class Registry:
             self._last_beat = None
             raise NotAMember(f"node {self.node_id} is no longer in crawl {self.prefix[9:-1]}")
         started = self._clock()
-        self.redis.set(self.key(f"alive:{self.node_id}"), "1", px=int(self.ttl * 1000))
+        key = self.key(f"alive:{self.node_id}")
+        if not self._heartbeat(keys=[key], args=[self.token, int(self.ttl * 1000)]):
+            self.id_taken()
         self._last_beat = started
+
+    def id_taken(self) -> None:
+        """Raise :class:`IdTaken`: this node's id is another process's now."""
+        self._last_beat = None
+        raise IdTaken(
+            f"another process has joined crawl {self.prefix[9:-1]!r} as node "
+            f"{self.node_id!r}: this one stops. Give every process its own TWOLEVEL_NODE_ID "
+            "(the default, <host name>-<process id>, is)."
+        )
 
     @property
     def last_beat(self) -> float | None:
@@ -183,7 +216,10 @@ class Registry:
         while True:
             with self.redis.pipeline() as pipe:
                 try:
-                    pipe.watch(table_key, epoch_key, self.key("members"))
+                    watched = [table_key, epoch_key, self.key("members")]
+                    if only_if is not None:  # a reap: the victim's heartbeat aborts it
+                        watched.append(self.key(f"alive:{only_if}"))
+                    pipe.watch(*watched)
                     if only_if is not None and (
                         pipe.exists(self.key(f"alive:{only_if}"))
                         or not pipe.sismember(self.key("members"), only_if)

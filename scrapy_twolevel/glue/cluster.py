@@ -34,7 +34,7 @@ from ..distributed.buckets import bucket_of
 from ..distributed.connect import connect, default_node_id
 from ..distributed.history import HistoryWrites, RedisHistoryStore, RedisModelStore
 from ..distributed.inbox import Entry
-from ..distributed.node import AfterCommit, Batch, Node, StateLost, SyncResult
+from ..distributed.node import AfterCommit, Batch, IdTaken, Node, StateLost, SyncResult
 from ..frontier import memory_queue
 from .bucket_loader import BucketLoader
 
@@ -445,10 +445,11 @@ class Cluster:
 
     def _sync_failed(self, failure: Any, batch: Batch) -> None:
         self._ticking = self._sending = None
-        if isinstance(failure.value, StateLost):  # no more ticks: they would start afresh
+        if isinstance(failure.value, StateLost | IdTaken):  # no more ticks: they would fight
             logger.error("%s", failure.value, extra={"spider": self._reporter.spider})
             self._closed = True
-            self._stop("twolevel_redis_state_lost")
+            lost = isinstance(failure.value, StateLost)
+            self._stop("twolevel_redis_state_lost" if lost else "twolevel_node_id_taken")
             return
         if isinstance(failure.value, AfterCommit):
             # Committed: only what the tick had not done yet is sent again.
