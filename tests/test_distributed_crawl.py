@@ -410,8 +410,6 @@ def test_redis_lost_mid_crawl_is_retried_and_loses_nothing(tmp_path, web_server)
     data saved, and started again: the node says so once, retries, and finishes."""
     import socket
 
-    import redis
-
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -419,12 +417,7 @@ def test_redis_lost_mid_crawl_is_retried_and_loses_nothing(tmp_path, web_server)
     data_dir.mkdir()
 
     def start_redis():
-        args = ["--port", str(port), "--bind", "127.0.0.1", "--dir", str(data_dir)]
-        args += ["--save", "", "--appendonly", "no"]
-        proc = subprocess.Popen(["redis-server", *args], stdout=subprocess.DEVNULL)
-        client = redis.Redis(port=port)
-        wait_until(lambda: _pings(client), "the private Redis to start")
-        return proc, client
+        return start_private_redis(port, data_dir)
 
     web = slow_web(seed=11)
     server = web_server(web)
@@ -446,6 +439,58 @@ def test_redis_lost_mid_crawl_is_retried_and_loses_nothing(tmp_path, web_server)
     assert solo.log().count("Cannot reach Redis at TWOLEVEL_REDIS_URL") == 1
     assert "reachable again" in solo.log()
     assert stats["twolevel/redis/sync_errors"] >= 1
+
+
+def start_private_redis(port, data_dir):
+    """A redis-server of this test's own (the shared one serves other tests): its process
+    and a client, once it answers."""
+    import redis
+
+    args = ["--port", str(port), "--bind", "127.0.0.1", "--dir", str(data_dir)]
+    args += ["--save", "", "--appendonly", "no"]
+    proc = subprocess.Popen(["redis-server", *args], stdout=subprocess.DEVNULL)
+    client = redis.Redis(port=port)
+    wait_until(lambda: _pings(client), "the private Redis to start")
+    return proc, client
+
+
+def test_connections_dropped_every_half_second_lose_nothing(tmp_path, web_server):
+    """The fault suite's dropped connections: a private Redis kills every client
+    connection (CLIENT KILL TYPE normal) twice a second while two nodes crawl, so ticks
+    fail at every step, after their commits too. Judged by the server: every page once,
+    never two requests at a host, both nodes end by themselves."""
+    import socket
+    import threading
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    (tmp_path / "redis").mkdir()
+    redis_proc, client = start_private_redis(port, tmp_path / "redis")
+    web = slow_web(hosts=8, pages=20, seed=13)
+    server = web_server(web)
+    stop = threading.Event()
+    kills = []
+
+    def killer():
+        while not stop.wait(0.5):  # the fault's cadence, not a synchronisation
+            kills.append(client.execute_command("CLIENT KILL TYPE normal SKIPME yes"))
+
+    thread = threading.Thread(target=killer, daemon=True)
+    try:
+        url = f"redis://127.0.0.1:{port}/0"
+        nodes = [Node(tmp_path, f"k{i}", server, url, "dropped") for i in range(2)]
+        thread.start()
+        stats = [node.finished() for node in nodes]
+    finally:
+        stop.set()
+        thread.join()
+        redis_proc.kill()
+        redis_proc.wait()
+    assert sum(kills) > 0  # connections were dropped while they crawled
+    assert fetched(server) == {page: 1 for page in web.reachable()}
+    assert max(server.stats().max_concurrent_requests_per_host().values()) == 1
+    assert all(s["finish_reason"] == "finished" for s in stats)
 
 
 def _pings(client):

@@ -253,6 +253,24 @@ class Node:
         self._beat_at = self._clock()
         self.held = set()
 
+    def first_sync(self, attempts: int = 5, pause: float = 0.2) -> SyncResult:
+        """Join and do the first tick, at start-up: a dropped connection there is retried
+        (``attempts`` times, the pause doubling) instead of stopping the crawl, and a tick
+        that fails after its commit leaves the rest to the next tick."""
+        import redis
+
+        for attempt in range(attempts):
+            try:
+                self.join()
+                return self.sync(Batch())
+            except AfterCommit:
+                return SyncResult()
+            except (redis.ConnectionError, redis.TimeoutError):
+                if attempt == attempts - 1:
+                    raise
+                time.sleep(pause * 2**attempt)
+        raise AssertionError("unreachable")
+
     def may_dispatch(self) -> bool:
         """Whether requests may still be handed out: stops half a ttl before anyone may
         reap this node, so its last downloads end before another node takes its hosts."""

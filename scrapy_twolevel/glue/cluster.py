@@ -173,8 +173,7 @@ class Cluster:
         from twisted.python.threadpool import ThreadPool
 
         self._seen.open()  # before the buckets taken bring their seen keys
-        self.node.join()
-        self._apply(self.node.sync(Batch()))
+        self._apply(self.node.first_sync())
         # One thread of its own: Scrapy's DNS lookups use the reactor's pool.
         self._pool = ThreadPool(1, 1, name="twolevel-redis")
         self._pool.start()
