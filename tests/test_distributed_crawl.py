@@ -417,7 +417,7 @@ def test_redis_lost_mid_crawl_is_retried_and_loses_nothing(tmp_path, web_server)
     data_dir.mkdir()
 
     def start_redis():
-        return start_private_redis(port, data_dir)
+        return start_private_redis(data_dir, port)
 
     web = slow_web(seed=11)
     server = web_server(web)
@@ -441,11 +441,19 @@ def test_redis_lost_mid_crawl_is_retried_and_loses_nothing(tmp_path, web_server)
     assert stats["twolevel/redis/sync_errors"] >= 1
 
 
-def start_private_redis(port, data_dir):
-    """A redis-server of this test's own (the shared one serves other tests): its process
-    and a client, once it answers."""
+def start_private_redis(data_dir, port=None):
+    """A redis-server of this test's own (the shared one serves other tests), on ``port``
+    (a free one if None), its data in ``data_dir``: its process and a client, once it
+    answers."""
+    import socket
+
     import redis
 
+    if port is None:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+    data_dir.mkdir(exist_ok=True)
     args = ["--port", str(port), "--bind", "127.0.0.1", "--dir", str(data_dir)]
     args += ["--save", "", "--appendonly", "no"]
     proc = subprocess.Popen(["redis-server", *args], stdout=subprocess.DEVNULL)
@@ -459,14 +467,10 @@ def test_connections_dropped_every_half_second_lose_nothing(tmp_path, web_server
     connection (CLIENT KILL TYPE normal) twice a second while two nodes crawl, so ticks
     fail at every step, after their commits too. Judged by the server: every page once,
     never two requests at a host, both nodes end by themselves."""
-    import socket
     import threading
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    (tmp_path / "redis").mkdir()
-    redis_proc, client = start_private_redis(port, tmp_path / "redis")
+    redis_proc, client = start_private_redis(tmp_path / "redis")
+    port = client.connection_pool.connection_kwargs["port"]
     web = slow_web(hosts=8, pages=20, seed=13)
     server = web_server(web)
     stop = threading.Event()
@@ -491,6 +495,35 @@ def test_connections_dropped_every_half_second_lose_nothing(tmp_path, web_server
     assert fetched(server) == {page: 1 for page in web.reachable()}
     assert max(server.stats().max_concurrent_requests_per_host().values()) == 1
     assert all(s["finish_reason"] == "finished" for s in stats)
+
+
+def test_redis_paused_past_the_ttl_loses_nothing_and_keeps_politeness(tmp_path, web_server):
+    """The fault suite's paused Redis: CLIENT PAUSE for 1.5 ttl while two nodes crawl, so
+    every alive key expires and, once Redis answers again, the nodes may reap each other
+    before they beat. Judged by the server: no page lost, never two requests at a host,
+    re-fetches only of the leases a reaped node dropped, both nodes end by themselves."""
+
+    redis_proc, client = start_private_redis(tmp_path / "redis")
+    port = client.connection_pool.connection_kwargs["port"]
+    web = slow_web(hosts=8, pages=20, seed=17)
+    server = web_server(web)
+    try:
+        url = f"redis://127.0.0.1:{port}/0"
+        nodes = [Node(tmp_path, f"p{i}", server, url, "paused") for i in range(2)]
+        wait_until(lambda: server.stats().total.responses_total >= 30, "30 responses")
+        client.execute_command("CLIENT", "PAUSE", int(TTL * 1.5 * 1000), "ALL")
+        stats = [node.finished() for node in nodes]
+    finally:
+        redis_proc.kill()
+        redis_proc.wait()
+    counts = fetched(server)
+    assert set(counts) == web.reachable()  # nothing lost
+    assert max(server.stats().max_concurrent_requests_per_host().values()) == 1
+    held_back = sum(s.get("twolevel/redis/held_back", 0) for s in stats)
+    assert held_back > 0  # the nodes stopped handing out requests while Redis was away
+    # A node reaped on the way back drops its leases: only those may be fetched again.
+    dropped = sum(s.get("twolevel/redis/leases_dropped", 0) for s in stats)
+    assert refetches(counts) <= dropped, (refetches(counts), dropped)
 
 
 def _pings(client):
