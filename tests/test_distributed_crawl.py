@@ -526,6 +526,35 @@ def test_redis_paused_past_the_ttl_loses_nothing_and_keeps_politeness(tmp_path, 
     assert refetches(counts) <= dropped, (refetches(counts), dropped)
 
 
+def test_redis_restarted_empty_stops_every_node_with_a_reason(tmp_path, web_server):
+    """The fault suite's Redis that loses its data (restarted without persistence): the
+    nodes must not start the crawl afresh under its old id (every page fetched again);
+    each stops with twolevel_redis_state_lost, and writes nothing to the new Redis."""
+    data_dir = tmp_path / "redis"
+    redis_proc, client = start_private_redis(data_dir)
+    port = client.connection_pool.connection_kwargs["port"]
+    web = slow_web(hosts=8, pages=20, seed=19)
+    server = web_server(web)
+    try:
+        url = f"redis://127.0.0.1:{port}/0"
+        nodes = start_one_by_one(tmp_path, ["e0", "e1"], server, url, "emptied")
+        wait_until(lambda: server.stats().total.responses_total >= 30, "30 responses")
+        client.shutdown(nosave=True)
+        redis_proc.wait(timeout=30)
+        redis_proc, client = start_private_redis(data_dir, port)  # empty: --save ""
+        for node in nodes:
+            assert node.wait() == 0, node.log()[-3000:]
+        reasons = [node.stats()["finish_reason"] for node in nodes]
+        left = sorted(k.decode() for k in client.scan_iter("twolevel:emptied:*"))
+    finally:
+        redis_proc.kill()
+        redis_proc.wait()
+    assert reasons == ["twolevel_redis_state_lost"] * 2
+    assert all("gone from Redis" in node.log() for node in nodes)
+    assert left == []  # no fresh crawl was started under the old id
+    assert max(fetched(server).values()) == 1  # nothing fetched again
+
+
 def _pings(client):
     import redis
 
