@@ -242,9 +242,12 @@ class SqliteStore:
         if self.stale:
             return  # replayed with the rest by the next commit or read
         try:
-            (self.db.executemany if many else self.db.execute)(sql, params)
+            self._run(sql, params, many)
         except sqlite3.OperationalError as exc:
             self._failed(exc)
+
+    def _run(self, sql: str, params: Any, many: bool) -> None:
+        (self.db.executemany if many else self.db.execute)(sql, params)
 
     def _failed(self, exc: Exception) -> None:
         if not self.failing and self.on_error is not None:
@@ -260,7 +263,7 @@ class SqliteStore:
             self.db.execute("PRAGMA cache_spill=OFF")
             self.db.execute("BEGIN")
             for sql, params, many in self._redo:
-                (self.db.executemany if many else self.db.execute)(sql, params)
+                self._run(sql, params, many)
         except sqlite3.OperationalError:
             self.stale = True
             return False
@@ -519,17 +522,20 @@ class SqliteHostQueue:
             # The best row leaves the head and the first row behind it enters: one seek,
             # not a resum of the head (a session pops after every response).
             self._head_sum -= max(-negq, 0.0)
-            row = store.db.execute(
-                "SELECT negq, seq FROM requests WHERE host=? AND (negq, seq) > (?, ?) "
-                "ORDER BY negq, seq LIMIT 1",
-                (self._id, last[0], last[1]),
-            ).fetchone()
-            if row is None:
-                self._head_last = None  # the head is no longer full
-            else:
-                self._head_sum += max(-row[0], 0.0)
-                self._head_last = (row[0], row[1])
+            self._extend_head(last, 1)
         return Leased(seq, bytes(data))
+
+    def _extend_head(self, last: tuple[float, int], count: int) -> None:
+        """Add the ``count`` rows behind the head's last row ``last`` to the head sum; the
+        head is no longer full if fewer are left."""
+        assert self._head_sum is not None
+        rows = self._store.db.execute(
+            "SELECT negq, seq FROM requests WHERE host=? AND (negq, seq) > (?, ?) "
+            "ORDER BY negq, seq LIMIT ?",
+            (self._id, last[0], last[1], count),
+        ).fetchall()
+        self._head_sum -= sum(negq for negq, _ in rows if negq < 0)
+        self._head_last = (rows[-1][0], rows[-1][1]) if len(rows) == count else None
 
     def __len__(self) -> int:
         return self._len + (len(self._mem) if self._mem is not None else 0)
@@ -575,13 +581,7 @@ class SqliteHostQueue:
             return
         self._store.current()
         if size > old:
-            rows = self._store.db.execute(
-                "SELECT negq, seq FROM requests WHERE host=? AND (negq, seq) > (?, ?) "
-                "ORDER BY negq, seq LIMIT ?",
-                (self._id, last[0], last[1], size - old),
-            ).fetchall()
-            self._head_sum -= sum(negq for negq, _ in rows if negq < 0)
-            self._head_last = (rows[-1][0], rows[-1][1]) if len(rows) == size - old else None
+            self._extend_head(last, size - old)
         else:
             rows = self._store.db.execute(
                 "SELECT negq, seq FROM requests WHERE host=? AND (negq, seq) <= (?, ?) "
