@@ -191,6 +191,12 @@ class SeenCacheDupeFilter(BaseDupeFilter):
         assert self.seen is not None, "open() was not called"
         return self.seen.test_and_add(key)
 
+    def has_key(self, key: bytes) -> bool:
+        """Whether ``key`` is seen, without recording it: a ``dont_filter`` request is
+        fetched either way, but its key need not be recorded twice."""
+        assert self.seen is not None, "open() was not called"
+        return key in self.seen
+
     def forget(self) -> None:
         """Start again with no key: a reaped node holds no bucket any more, and keys it
         recorded without committing them must not filter those URLs when they come back."""

@@ -358,3 +358,24 @@ def test_a_second_process_under_this_node_id_stops_this_one(redis_crawl, redis_u
     yield joined_node(redis_url, crawl_id, body)
     assert client.sismember(f"twolevel:{crawl_id}:members", "n1")  # the newer one's still
     newer.leave()
+
+
+@pytest_twisted.inlineCallbacks
+def test_a_dont_filter_request_for_a_seen_url_adds_no_seen_key(redis_crawl, redis_url):
+    """A recrawled seed or any dont_filter refetch is fetched and stored, but its key is
+    in the bucket's seen log already: appending it again grew Redis by 16 bytes per
+    refetch, for ever (issue 21, item 12)."""
+    client, crawl_id = redis_crawl
+    seen_key = f"twolevel:{crawl_id}:seen:0"
+
+    def body(parts):
+        url = f"http://{host_in(0)}/page"
+        assert parts.enqueue(url)
+        assert parts.enqueue(url, dont_filter=True)
+        assert parts.enqueue(url, dont_filter=True)
+        assert parts.enqueue(f"http://{host_in(0)}/new", dont_filter=True)  # unseen: kept
+        yield parts.cluster.tick()
+        assert client.hlen(f"twolevel:{crawl_id}:q:0") == 4  # all four are stored
+        assert client.strlen(seen_key) == 2 * 16  # the two URLs' keys, once each
+
+    yield joined_node(redis_url, crawl_id, body)

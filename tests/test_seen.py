@@ -172,6 +172,23 @@ def test_exact_set_never_calls_a_new_key_seen_even_when_the_bloom_lies():
     assert all(seen.test_and_add(k) for k in colliding)
 
 
+def test_membership_is_exact_and_records_nothing():
+    """``key in seen``: the dupefilter's ``has_key`` (a dont_filter request whose key need
+    not be written again); exact where the Bloom filter says "maybe", and no test counted."""
+    seen = SeenSet(LRUCache(4), MemorySeenStore(), error_rate=0.2, initial_capacity=1000)
+    added = [key(i) for i in range(600)]
+    for k in added:
+        seen.test_and_add(k)
+    tests = seen.counters.tests
+    colliding = bloom_collisions(seen.bloom, set(added), 20)
+    assert [k in seen for k in colliding] == [False] * 20  # Bloom "maybe", store "no"
+    assert all(k in seen for k in added)  # in the store, most out of the 4-key cache
+    assert seen.counters.tests == tests and len(seen) == 600
+    bloom_only = SeenSet(LRUCache(4), None, error_rate=0.01, initial_capacity=1000)
+    bloom_only.add(key(1))
+    assert key(1) in bloom_only and key(2) not in bloom_only
+
+
 class CountingStore(MemorySeenStore):
     """Records how many stored keys each call of the seen set read back."""
 

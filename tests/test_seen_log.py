@@ -7,7 +7,7 @@ import hashlib
 import pytest
 import redis
 
-from scrapy_twolevel.distributed.seen_log import SeenLog
+from scrapy_twolevel.distributed.seen_log import SeenLog, worth_compacting
 
 
 @pytest.fixture
@@ -29,12 +29,25 @@ def test_append_and_load_per_bucket(log: SeenLog) -> None:
     assert log.append({}) == 0
 
 
-def test_compact_removes_duplicates(log: SeenLog) -> None:
+def test_compact_rewrites_only_for_the_holder_and_an_unchanged_value(log: SeenLog) -> None:
     log.append({7: [key(1), key(1), key(2)]})
     assert log.redis.strlen(log.key(7)) == 48
-    assert log.compact(7) == 2
-    assert log.redis.strlen(log.key(7)) == 32
-    assert log.load(7) == {key(1), key(2)}
+    distinct = log.load(7)
+    assert not log.compact(7, "n1", 48, distinct)  # n1 does not hold bucket 7
+    log.redis.hset(log.holders, 7, "n1")
+    log.append({7: [key(3)]})  # appended since it was read: the rewrite would lose key(3)
+    assert not log.compact(7, "n1", 48, distinct)
+    assert log.redis.strlen(log.key(7)) == 64
+    assert log.compact(7, "n1", 64, log.load(7))
+    assert log.redis.strlen(log.key(7)) == 48
+    assert log.load(7) == {key(1), key(2), key(3)}
+
+
+def test_worth_compacting_past_an_eighth_of_duplicates() -> None:
+    assert not worth_compacting(0, 0)
+    assert not worth_compacting(8, 7)  # 1 of 8: exactly an eighth
+    assert worth_compacting(7, 6)  # 1 of 7
+    assert worth_compacting(100, 50)
 
 
 def test_keys_of_another_size_and_damaged_values_are_refused(log: SeenLog) -> None:

@@ -88,6 +88,8 @@ class SyncResult:
     #: could not be read (loaded without them: their URLs may be fetched again).
     damaged_entries: int = 0
     damaged_seen: list[int] = field(default_factory=list)
+    #: Duplicate seen keys removed from the buckets taken (:meth:`.SeenLog.compact`).
+    seen_compacted: int = 0
     round_trips: int = 0
     #: CPU seconds the tick took in its thread (client-side cost of the Redis I/O).
     cpu: float = 0.0

@@ -43,7 +43,7 @@ from .buckets import LOAD_CAP
 from .history import HistoryWrites, delete_matching, stored_plans
 from .inbox import Inbox
 from .registry import IdTaken, NotAMember, Registry, StateLost
-from .seen_log import KEY_SIZE, SeenLog, unpack_keys
+from .seen_log import KEY_SIZE, SeenLog, unpack_keys, worth_compacting
 
 #: KEYS: none (one Redis instance, not Cluster: the keys are built from the prefix).
 #: ARGV: prefix, node, the process's token, then counts of stores, routes, acks, dones,
@@ -71,7 +71,7 @@ for _ = 1, ns do
   local b = ARGV[i]
   if holds(b) then
     added = added + redis.call('HSET', p .. 'q:' .. b, ARGV[i + 1], ARGV[i + 2])
-    redis.call('APPEND', p .. 'seen:' .. b, ARGV[i + 3])
+    if #ARGV[i + 3] > 0 then redis.call('APPEND', p .. 'seen:' .. b, ARGV[i + 3]) end
     stored = stored + 1
   else
     refused = refused + 1
@@ -470,6 +470,12 @@ class Node:
             except ValueError:
                 keys = []  # damaged: its requests still load; what it saw may come again
                 result.damaged_seen.append(bucket)
+            distinct = set(keys)
+            if worth_compacting(len(keys), len(distinct)):
+                result.round_trips += 1
+                if self.seen_log.compact(bucket, self.node_id, len(packed), distinct):
+                    result.seen_compacted += len(keys) - len(distinct)
+                keys = list(distinct)
             content[bucket] = (entries, keys)
             plans = loaded[i + 2]
             if plans:

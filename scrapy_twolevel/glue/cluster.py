@@ -287,6 +287,8 @@ class Cluster:
         if filtered and seen.key_seen(key):
             seen.log(request, self._reporter.spider)  # type: ignore[arg-type]
             return False
+        if not filtered and seen.has_key(key):
+            key = b""  # fetched again (dont_filter): its key is in Redis already
         seeds = self.seeds
         if seeds is not None and seeds.accepting(request):
             data = self._encode(request)  # the seed's fetch is named in its meta now

@@ -133,6 +133,7 @@ class Reporter:
             refused=result.refused,
             reaped=len(result.reaped),
             rerouted=result.rerouted,
+            seen_compacted=result.seen_compacted,
         )
         if result.rebalanced:
             counts["rebalanced"] += result.rebalanced

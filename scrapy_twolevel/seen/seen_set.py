@@ -195,6 +195,14 @@ class SeenSet:
         self._grow(key)
         return False
 
+    def __contains__(self, key: bytes) -> bool:
+        """Whether ``key`` was seen, without recording it (nor counting the test)."""
+        if self.cache.lookup(key):
+            return True
+        if key not in self.bloom:
+            return False
+        return self.store is None or key in self.store
+
     def add(self, key: bytes) -> None:
         """Record ``key`` as seen without testing or counting it: a key another process
         saw (a bucket handed over in the distributed mode)."""
