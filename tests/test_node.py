@@ -236,6 +236,31 @@ def test_orphaned_inbox_is_rerouted_by_the_idle_check(redis_crawl):
     assert [e.data for e in a.sync(Batch()).received] == [b"for b"]
 
 
+def test_the_idle_check_forgets_the_empty_inboxes_of_nodes_gone(redis_crawl):
+    """Every process under a default node id added an inbox to the registry for good; the
+    idle check read them all. Now an empty inbox of a node that left is forgotten; a
+    member's, or one with entries, is kept."""
+    client, crawl_id = redis_crawl
+    inboxes = f"twolevel:{crawl_id}:inboxes"
+    a = node(client, crawl_id, "a")
+    a.sync(Batch())
+    b = node(client, crawl_id, "b")
+    c = node(client, crawl_id, "c")
+    bucket = min(c.registry.owned())
+    a.sync(Batch(routes=[(bucket, host_in(bucket), b"for c")]))
+    b.leave()
+    client.srem(f"twolevel:{crawl_id}:members", "c")  # c gone, its inbox not rerouted
+    a.registry._change(lambda table: table.leave("c"))
+    assert {m.decode() for m in client.smembers(inboxes)} == {"a", "b", "c"}
+    assert not a.crawl_idle()  # c's entry is moved to a; b's empty inbox is forgotten
+    assert {m.decode() for m in client.smembers(inboxes)} == {"a", "c"}
+    assert not client.exists(f"twolevel:{crawl_id}:inbox:b")
+    a.sync(Batch())  # takes c's buckets and receives the entry
+    a.crawl_idle()
+    assert {m.decode() for m in client.smembers(inboxes)} == {"a"}  # c's is empty now
+    assert client.exists(f"twolevel:{crawl_id}:inbox:a")
+
+
 def test_a_damaged_seen_log_is_counted_and_its_bucket_still_loads(redis_crawl):
     """Raising here failed every tick for ever (the bucket was never loaded, the crawl
     never ended); now the bucket loads without its seen keys (its pages may be fetched

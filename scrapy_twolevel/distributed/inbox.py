@@ -21,6 +21,33 @@ from typing import Any
 
 GROUP = "owner"
 
+#: ARGV: prefix, then node ids. Deletes the inbox of each that is not a member and whose
+#: inbox is empty, and takes it off the ``inboxes`` registry; returns how many. In one
+#: script, so a node joining meanwhile (a member before it makes its inbox) keeps its own.
+PRUNE_SCRIPT = """
+local p, n = ARGV[1], 0
+for i = 2, #ARGV do
+  local node = ARGV[i]
+  if redis.call('SISMEMBER', p .. 'members', node) == 0
+      and redis.call('XLEN', p .. 'inbox:' .. node) == 0 then
+    redis.call('DEL', p .. 'inbox:' .. node)
+    redis.call('SREM', p .. 'inboxes', node)
+    n = n + 1
+  end
+end
+return n
+"""
+
+
+def prune_inboxes(redis: Any, prefix: str, nodes: Iterable[str]) -> int:
+    """Forget the empty inboxes of ``nodes`` that left or were reaped: every process
+    under a default node id (host name and pid) adds one, and the idle check reads them
+    all."""
+    nodes = list(nodes)
+    if not nodes:
+        return 0
+    return int(redis.register_script(PRUNE_SCRIPT)(args=[prefix, *nodes]))
+
 
 @dataclass(frozen=True)
 class Entry:

@@ -41,7 +41,7 @@ from typing import Any
 from .batch import AfterCommit, Batch, SyncResult
 from .buckets import LOAD_CAP
 from .history import HistoryWrites, delete_matching, stored_plans
-from .inbox import Inbox
+from .inbox import Inbox, prune_inboxes
 from .registry import IdTaken, NotAMember, Registry, StateLost
 from .seen_log import KEY_SIZE, SeenLog, unpack_keys, worth_compacting
 
@@ -526,7 +526,9 @@ class Node:
         round trips, whatever the crawl's size.
 
         Also reroutes the inbox of a node that is no longer a member (its reaper died
-        before doing it), so nothing waits where nobody reads.
+        before doing it), so nothing waits where nobody reads, and forgets such inboxes
+        once empty (:func:`.inbox.prune_inboxes`), so the registry does not grow by one
+        per process ever started.
         """
         pipe = self.redis.pipeline(transaction=False)
         pipe.get(f"{self.prefix}pending")
@@ -540,13 +542,16 @@ class Node:
         pipe = self.redis.pipeline(transaction=False)
         for node in inboxes:
             pipe.xlen(f"{self.prefix}inbox:{node}")
-        idle = True
+        idle, gone = True, []
         for node, length in zip(inboxes, pipe.execute(), strict=True):
             if not length:
+                if node not in members:
+                    gone.append(node)
                 continue
             idle = False
             if node not in members and self.registry.table.nodes:
                 Inbox(self.redis, self.crawl_id, node).reroute(node, self._live_owner)
+        prune_inboxes(self.redis, self.prefix, gone)
         return idle
 
 
