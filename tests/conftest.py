@@ -33,7 +33,7 @@ LAYERS = {
         "testweb_cli topics_crawl"
     ),
     "redis": (
-        "cluster distributed_crawl distributed_history distributed_recrawl inbox node "
+        "cluster distributed_chaos distributed_crawl distributed_history distributed_recrawl inbox node "
         "registry seen_log"
     ),
 }

@@ -102,9 +102,10 @@ class DropSomePaths:
 
 class SignalAfterResponses:
     """Extension: send this crawl process SIGNAL_AFTER_RESPONSES = [count, signal name]
-    (SIGSTOP, SIGINT, ...) once, after that many responses: a pause or a graceful stop at a
-    known point of the crawl, decided inside it. With LEASES_FILE set, a distributed node
-    first records what it holds (:func:`record_leases`)."""
+    (SIGSTOP, SIGINT, ...) once, after that many responses (and SIGNAL_DELAY seconds more,
+    if set): a pause or a graceful stop at a known point of the crawl, decided inside it.
+    With LEASES_FILE set, a distributed node first records what it holds
+    (:func:`record_leases`)."""
 
     def __init__(self, count, signame, crawler=None):
         self.count = count
@@ -126,13 +127,23 @@ class SignalAfterResponses:
         return ext
 
     def response_received(self, **kwargs):
+        self.seen += 1
+        if self.seen != self.count:
+            return
+        delay = self.crawler.settings.getfloat("SIGNAL_DELAY") if self.crawler else 0.0
+        if delay:  # a moment between responses: mid-tick, mid-parse, mid-download
+            from twisted.internet import reactor
+
+            reactor.callLater(delay, self.fire)
+        else:
+            self.fire()
+
+    def fire(self):
         import os
         import signal
 
-        self.seen += 1
-        if self.seen == self.count:
-            record_leases(self.crawler)
-            os.kill(os.getpid(), getattr(signal, self.signame))
+        record_leases(self.crawler)
+        os.kill(os.getpid(), getattr(signal, self.signame))
 
 
 class KillAfterResponses(SignalAfterResponses):

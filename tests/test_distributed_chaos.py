@@ -1,0 +1,80 @@
+"""The fault suite's kill -9 at random moments: nodes with a JOBDIR each are killed and
+restarted under the same node id while the crawl goes on.
+
+Real ``scrapy crawl`` processes on the shared Redis, one test web whose server counts are
+the judge (see test_distributed_crawl.py). Each kill comes after a drawn number of the
+victim's responses plus a drawn delay, so it lands mid-download, mid-parse or mid-tick;
+the victim first records its leases (what it handed out and had not committed), the
+only pages that may be fetched twice.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import signal
+
+from test_distributed_crawl import Node, fetched, refetches, slow_web, wait_until, web_server
+
+__all__ = ["web_server"]  # the fixture, for pytest
+
+#: Kills per node id over the run (each restart of a node id gets the next one).
+KILLS = {"c0": 2, "c1": 1, "c2": 0}
+
+
+def test_kill_9_at_random_moments_and_restarts_under_the_same_id(
+    tmp_path, web_server, redis_crawl, redis_url
+):
+    _client, crawl_id = redis_crawl
+    rng = random.Random(2126)
+    web = slow_web(hosts=16, pages=40, seed=21)
+    server = web_server(web)
+    plain = {"crawl_helpers.DontFilterStarts": 0}  # Scrapy's start_urls: dont_filter
+    leases = []
+
+    def start(node_id, incarnation):
+        settings = {
+            "JOBDIR": str(tmp_path / f"job-{node_id}"),  # the same one at every restart
+            "TWOLEVEL_NODE_ID": node_id,
+            "SPIDER_MIDDLEWARES": plain,
+        }
+        if incarnation < KILLS[node_id]:
+            leases.append(tmp_path / f"{node_id}.{incarnation}.leases")
+            settings.update(
+                EXTENSIONS={"crawl_helpers.KillAfterResponses": 1},
+                KILL_AFTER_RESPONSES=rng.randint(10, 40),
+                SIGNAL_DELAY=round(rng.uniform(0.0, 0.25), 3),
+                LEASES_FILE=str(leases[-1]),
+            )
+        name = f"{node_id}.{incarnation}"
+        return Node(tmp_path, name, server, redis_url, crawl_id, **settings)
+
+    running = {node_id: start(node_id, 0) for node_id in KILLS}
+    incarnations = dict.fromkeys(KILLS, 0)
+    finished, killed = [], 0
+    while running:
+        wait_until(
+            lambda: any(n.proc.poll() is not None for n in running.values()),
+            "a node to exit",
+            timeout=180,
+        )
+        for node_id, node in list(running.items()):
+            code = node.proc.poll()
+            if code == -signal.SIGKILL:
+                killed += 1
+                incarnations[node_id] += 1
+                running[node_id] = start(node_id, incarnations[node_id])
+            elif code is not None:
+                finished.append(node)
+                del running[node_id]
+    assert killed == sum(KILLS.values())  # every kill came before its node ran out of work
+    for node in finished:
+        assert node.finished()["finish_reason"] == "finished"
+
+    counts = fetched(server)
+    assert set(counts) == web.reachable()  # no page lost
+    held = sum(json.loads(path.read_text())["leases"] for path in leases)
+    assert refetches(counts) <= held, (refetches(counts), held)
+    assert all(counts[page] == 1 for page in web.seeds)  # start pages once, restarts too
+    assert server.stats().overlapping_requests() == 0
+    assert max(server.stats().max_concurrent_requests_per_host().values()) == 1
