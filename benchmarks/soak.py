@@ -311,6 +311,18 @@ class Nodes:
 # -- Redis samples ----------------------------------------------------------------------------
 
 KINDS = ("q", "seen", "inbox", "crawl (other)", "history", "other")
+#: ``INFO memory`` fields kept with each sample (clients and scripts are in used_memory).
+MEMORY_FIELDS = (
+    "used_memory_overhead",
+    "used_memory_dataset",
+    "used_memory_startup",
+    "used_memory_scripts",
+    "number_of_cached_scripts",
+    "mem_clients_normal",
+    "used_memory_peak",
+    "used_memory_vm_total",
+    "mem_fragmentation_ratio",
+)
 
 
 def kind_of(key: bytes, crawl_id: str) -> str:
@@ -332,6 +344,7 @@ def sample(client: Any, crawl_id: str, t: float, fetched: int | None) -> dict[st
 
     info = client.info()
     state = status(client, crawl_id)
+    memory = {k: info[k] for k in MEMORY_FIELDS if k in info}
     keys = list(client.scan_iter("*", count=SCAN))
     count = dict.fromkeys(KINDS, 0)
     size = dict.fromkeys(KINDS, 0)
@@ -356,6 +369,7 @@ def sample(client: Any, crawl_id: str, t: float, fetched: int | None) -> dict[st
         "t_s": round(t, 1),
         "used_memory": int(info["used_memory"]),
         "evicted_keys": int(info["evicted_keys"]),
+        "memory": memory,
         "seen_keys": state["seen_keys"],
         "unique_seen_keys": len(unique),
         "seen_value_bytes": seen_bytes,
@@ -367,18 +381,27 @@ def sample(client: Any, crawl_id: str, t: float, fetched: int | None) -> dict[st
     }
 
 
-def per_url(s: dict[str, Any], before: int) -> dict[str, float | None]:
-    """Bytes per seen key: in all, per kind, unattributed (Redis's own), and without the
-    queued requests (``q`` and ``inbox``)."""
+def per_url(s: dict[str, Any], base: dict[str, Any]) -> dict[str, float]:
+    """Bytes per seen key grown since ``base`` (the sample before the crawl): in all, per
+    kind of key, Redis's client buffers and script cache, the rest (the keyspace's own
+    tables), and in all without the queued requests (``q`` and ``inbox``)."""
     urls = s["seen_keys"]
     if not urls:
         return {}
-    grown = s["used_memory"] - before
-    out: dict[str, float | None] = {"total": grown / urls}
+    grown = s["used_memory"] - base["used_memory"]
+    out = {"total": grown / urls}
+    rest = grown
     for kind in KINDS:
-        out[kind] = s["bytes"][kind] / urls
-    out["unattributed"] = (grown - sum(s["bytes"].values())) / urls
-    out["without queues"] = (grown - s["bytes"]["q"] - s["bytes"]["inbox"]) / urls
+        delta = s["bytes"][kind] - base["bytes"][kind]
+        out[kind] = delta / urls
+        rest -= delta
+    for name, key in (("clients", "mem_clients_normal"), ("scripts", "used_memory_scripts")):
+        delta = s["memory"].get(key, 0) - base["memory"].get(key, 0)
+        out[name] = delta / urls
+        rest -= delta
+    out["unattributed"] = rest / urls
+    queued = s["bytes"]["q"] + s["bytes"]["inbox"] - base["bytes"]["q"] - base["bytes"]["inbox"]
+    out["without queues"] = (grown - queued) / urls
     return out
 
 
@@ -402,6 +425,7 @@ class Outcome:
     plan: WebPlan
     reachable: int
     before: dict[str, Any] = field(default_factory=dict)
+    baseline: dict[str, Any] = field(default_factory=dict)  # the sample before the crawl
     samples: list[dict[str, Any]] = field(default_factory=list)
     restarts: list[dict[str, Any]] = field(default_factory=list)
     runs: list[dict[str, Any]] = field(default_factory=list)
@@ -443,8 +467,9 @@ def soak(opts: Options, clock: report.Clock) -> Outcome:
             f"{info['maxmemory']}, policy {info['maxmemory_policy']}, "
             f"evicted_keys {info['evicted_keys']}"
         )
+        crawl_id = f"soak-{uuid.uuid4().hex[:8]}"
+        out.baseline = sample(client, crawl_id, 0.0, 0)
         with ServerProcess(web, opts.workdir) as server:
-            crawl_id = f"soak-{uuid.uuid4().hex[:8]}"
             nodes = Nodes(opts.workdir, redis.url, crawl_id, server.seeds, opts.concurrency)
             for name in NODES:
                 nodes.start(name)
@@ -571,13 +596,13 @@ def _change(a: float | None, b: float | None) -> float | None:
 
 def memory_table(out: Outcome, early_s: float) -> tuple[report.Table, dict[str, Any]]:
     early, _, end = early_and_end(out, early_s)
-    before = out.before["used_memory"]
+    before = out.baseline["used_memory"]
     head = report.columns(f"measure | at {early_s / 60:g} min | at the end | change | verdict")
     rows: list[list[str]] = []
     verdicts: dict[str, Any] = {}
     if early is None or end is None or early is end:
         return (head, [["not enough samples", "-", "-", "-", "**no**"]]), {"flat": False}
-    a, b = per_url(early, before), per_url(end, before)
+    a, b = per_url(early, out.baseline), per_url(end, out.baseline)
 
     def plain(what: str, x: Any, y: Any, digits: int = 0) -> None:
         rows.append([what, _b(x, digits), _b(y, digits), "", ""])
@@ -604,9 +629,14 @@ def memory_table(out: Outcome, early_s: float) -> tuple[report.Table, dict[str, 
                 f"flat: {report.yes_no(flat)} (within {100 * FLAT:.0f}%)",
             ]
         )
-    for kind in (*KINDS, "unattributed"):
+    own = {
+        "clients": "client buffers",
+        "scripts": "script cache",
+        "unattributed": "the rest (keyspace tables)",
+    }
+    for kind in (*KINDS, *own):
         keys = (early["keys"].get(kind), end["keys"].get(kind)) if kind in KINDS else ("", "")
-        count = f"{keys[0]} / {keys[1]} keys" if kind in KINDS else "Redis's own"
+        count = f"{keys[0]} / {keys[1]} keys" if kind in KINDS else f"Redis: {own[kind]}"
         change = _change(a[kind], b[kind])
         rows.append(
             [
@@ -722,8 +752,7 @@ def plot(out: Outcome, early_s: float, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    before = out.before["used_memory"]
-    points = [(s["t_s"] / 60, s, per_url(s, before)) for s in out.samples if s["seen_keys"]]
+    points = [(s["t_s"] / 60, s, per_url(s, out.baseline)) for s in out.samples if s["seen_keys"]]
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(9, 6.5), sharex=True)
     t = [p[0] for p in points]
     top.plot(t, [p[2]["total"] for p in points], "o-", ms=3, color="#d62728", label="in all")
@@ -763,27 +792,32 @@ def plot(out: Outcome, early_s: float, path: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = report.arg_parser(__doc__, quick="a ~3-minute smoke run; writes nothing")
-    parser.add_argument("--minutes", type=float, default=65.0, help="target length (%(default)s)")
-    parser.add_argument("--restart-every", type=float, default=300.0, help="s (%(default)s)")
-    parser.add_argument("--down-for", type=float, default=15.0, help="s (%(default)s)")
+    parser = report.arg_parser(
+        __doc__, quick="a ~3-minute smoke run (restarts every 45 s); writes nothing"
+    )
+    parser.add_argument("--minutes", type=float, help="target length (65; --quick: 3)")
+    parser.add_argument("--restart-every", type=float, help="seconds (300; --quick: 45)")
+    parser.add_argument("--down-for", type=float, help="seconds a node stays down (15; 12)")
+    parser.add_argument("--early", type=float, help="the early sample, s (600; --quick: 60)")
     parser.add_argument("--concurrency", type=int, default=6, help="per node (%(default)s)")
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/twolevel-soak"))
     args = parser.parse_args(argv)
     argv = sys.argv[1:] if argv is None else argv
-    if args.quick:
-        opts = Options(3.0, 45.0, 12.0, 10.0, 60.0, args.concurrency, True, args.workdir)
-    else:
-        opts = Options(
-            args.minutes,
-            args.restart_every,
-            args.down_for,
-            30.0,
-            600.0,
-            args.concurrency,
-            False,
-            args.workdir,
-        )
+    quick = args.quick
+
+    def pick(value: float | None, full: float, small: float) -> float:
+        return value if value is not None else small if quick else full
+
+    opts = Options(
+        minutes=pick(args.minutes, 65.0, 3.0),
+        restart_every=pick(args.restart_every, 300.0, 45.0),
+        down_for=pick(args.down_for, 15.0, 12.0),
+        sample_every=10.0 if quick else 30.0,
+        early_s=pick(args.early, 600.0, 60.0),
+        concurrency=args.concurrency,
+        quick=quick,
+        workdir=args.workdir,
+    )
     opts.workdir = opts.workdir / time.strftime("%Y%m%d-%H%M%S")
     clock = report.Clock()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # cleans up on the way out
@@ -814,6 +848,7 @@ def main(argv: list[str] | None = None) -> int:
             },
         },
         "redis_before": out.before,
+        "baseline": out.baseline,
         "verdicts": verdicts,
         "checks": checks,
         "all_met": ok,
@@ -829,7 +864,8 @@ def main(argv: list[str] | None = None) -> int:
         print(report.markdown(mem))
         print(report.markdown(crawl))
         plot(out, opts.early_s, opts.workdir / "soak.png")
-        print(f"quick run: nothing written to results (plot: {opts.workdir / 'soak.png'})")
+        (opts.workdir / "soak.json").write_text(report.compact_json(runs) + "\n")
+        print(f"quick run: nothing written to results (JSON and plot in {opts.workdir})")
         print(f"all checks met: {report.yes_no(ok)}; {elapsed / 60:.1f} min")
         return 0 if ok else 1
     command = report.command_line(__file__, argv)

@@ -171,8 +171,22 @@ class SeenCacheDupeFilter(BaseDupeFilter):
             fd, name = tempfile.mkstemp(prefix="twolevel-seen-", suffix=".sqlite3")
             os.close(fd)
             path = self._temp_path = Path(name)
-        self._own = SqliteStore(path)
+        self._own = SqliteStore(path, on_error=self._store_failing, on_recover=self._recovered)
         return self._own
+
+    def _store_failing(self, exc: Exception) -> None:
+        if self.stats is not None:
+            self.stats.inc_value("twolevel/seen/store_failures")
+        logger.warning(
+            "The seen keys' file %(path)s cannot be written (%(error)s): new keys are kept "
+            "in memory until it takes writes again; nothing is filtered wrongly.",
+            {"path": self._own.path if self._own else "?", "error": f"{type(exc).__name__}: {exc}"},
+        )
+
+    def _recovered(self, saved: int) -> None:
+        logger.warning(
+            "The seen keys' file takes writes again: %(n)d kept writes saved.", {"n": saved}
+        )
 
     def request_seen(self, request: Request) -> bool:
         if request.dont_filter:

@@ -33,8 +33,8 @@ LAYERS = {
         "testweb_cli topics_crawl"
     ),
     "redis": (
-        "cluster distributed_chaos distributed_crawl distributed_history distributed_recrawl inbox node "
-        "registry seen_log"
+        "cluster distributed_chaos distributed_crawl distributed_history distributed_recrawl "
+        "inbox node registry seen_log"
     ),
 }
 LAYER_OF = {f"test_{name}.py": layer for layer, names in LAYERS.items() for name in names.split()}

@@ -161,15 +161,23 @@ class KillAfterResponses(SignalAfterResponses):
 class DiskFull:
     """Extension: the JOBDIR file's disk is full from DISK_FULL = [after, until] responses
     (until 0: never freed). A real write failure, without root: RLIMIT_FSIZE is set to the
-    size of the file's write-ahead log, so no write may grow it (nor any file of this
-    process past that size); SIGXFSZ is ignored, so writes fail with EFBIG as on a full
-    disk. The counts are DISK_FULL_STAT/filled and /freed in the crawl's stats."""
+    size of the file's write-ahead log (or of the one file DISK_FULL_FILE, an absolute
+    glob, names), so no write may grow it (nor any file of this process past that size);
+    SIGXFSZ is ignored, so writes fail with EFBIG as on a full disk. The counts are
+    disk_full/filled and /freed in the crawl's stats."""
 
     def __init__(self, crawler):
         self.crawler = crawler
         self.after, self.until = (int(x) for x in crawler.settings.getlist("DISK_FULL"))
-        self.wal = Path(crawler.settings["JOBDIR"]) / "twolevel" / "frontier.sqlite3-wal"
+        self.pattern = crawler.settings.get("DISK_FULL_FILE")  # a glob; None: the JOBDIR's
         self.seen = 0
+
+    @property
+    def wal(self):
+        if self.pattern is None:
+            return Path(self.crawler.settings["JOBDIR"]) / "twolevel" / "frontier.sqlite3-wal"
+        (found,) = Path("/").glob(self.pattern.lstrip("/"))
+        return found
 
     @classmethod
     def from_crawler(cls, crawler):

@@ -78,3 +78,40 @@ def test_kill_9_at_random_moments_and_restarts_under_the_same_id(
     assert all(counts[page] == 1 for page in web.seeds)  # start pages once, restarts too
     assert server.stats().overlapping_requests() == 0
     assert max(server.stats().max_concurrent_requests_per_host().values()) == 1
+
+
+def test_a_node_whose_disk_fills_then_frees_loses_nothing(
+    tmp_path, web_server, redis_crawl, redis_url
+):
+    """The disk under a node's files fills mid-crawl and frees later (RLIMIT_FSIZE set to
+    the seen keys' file, the one file this mode writes as it crawls: see
+    :class:`crawl_helpers.DiskFull`); its JOBDIR is there too. The node keeps its new
+    keys in memory, says so, saves them once the disk frees, and the crawl loses
+    nothing: every page fetched once, one request per host."""
+    _client, crawl_id = redis_crawl
+    web = slow_web(hosts=8, pages=30, seed=23)
+    server = web_server(web)
+    tmp = tmp_path / "tmp-d0"
+    tmp.mkdir()
+    full = Node(
+        tmp_path,
+        "d0",
+        server,
+        redis_url,
+        crawl_id,
+        env={"TMPDIR": str(tmp)},  # where its seen keys' file is made
+        piped_log=True,  # its log is not limited by its file size limit
+        JOBDIR=str(tmp / "job"),
+        EXTENSIONS={"crawl_helpers.DiskFull": 0},
+        DISK_FULL="20,90",
+        DISK_FULL_FILE=str(tmp / "twolevel-seen-*.sqlite3-wal"),
+    )
+    other = Node(tmp_path, "d1", server, redis_url, crawl_id)
+    stats = full.finished()
+    other.finished()
+
+    assert (stats["disk_full/filled"], stats["disk_full/freed"]) == (20, 90)
+    assert stats["twolevel/seen/store_failures"] == 1  # the fault hit, and was reported
+    assert "takes writes again" in full.log()
+    assert fetched(server) == {page: 1 for page in web.reachable()}
+    assert max(server.stats().max_concurrent_requests_per_host().values()) == 1

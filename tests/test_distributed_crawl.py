@@ -14,6 +14,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from datetime import datetime
 from pathlib import Path
@@ -49,7 +50,21 @@ class Node:
     """One ``scrapy crawl testweb`` process of the example project, as a node of a crawl
     (``spider``: another of its spiders; ``server=None``: the settings name the site)."""
 
-    def __init__(self, tmp_path, name, server, redis_url, crawl_id, spider="testweb", **settings):
+    def __init__(
+        self,
+        tmp_path,
+        name,
+        server,
+        redis_url,
+        crawl_id,
+        spider="testweb",
+        env=None,
+        piped_log=False,
+        **settings,
+    ):
+        """``env``: more environment variables; ``piped_log``: the log reaches its file
+        through a pipe (written by this process), so a file size limit set inside the
+        node (:class:`crawl_helpers.DiskFull`) does not cut it."""
         self.name = name
         self.stats_file = tmp_path / f"{name}.stats.json"
         self.log_file = tmp_path / f"{name}.log"
@@ -74,18 +89,39 @@ class Node:
         cmd = [sys.executable, "-m", "scrapy.cmdline", "crawl", spider]
         for key, value in values.items():
             cmd += ["-s", f"{key}={value if isinstance(value, str) else json.dumps(value)}"]
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), str(PROJECT)])}
+        env = {
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join([str(HERE), str(PROJECT)]),
+            **(env or {}),
+        }
+        self.copier = None
         with open(self.log_file, "w") as log:
             self.proc = subprocess.Popen(
-                cmd, cwd=PROJECT, stdout=subprocess.DEVNULL, stderr=log, env=env
+                cmd,
+                cwd=PROJECT,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE if piped_log else log,
+                env=env,
             )
+        if piped_log:
+            self.copier = threading.Thread(target=self._copy_log, daemon=True)
+            self.copier.start()
+
+    def _copy_log(self):
+        with open(self.log_file, "ab", buffering=0) as log:
+            for line in self.proc.stderr:
+                log.write(line)
 
     def wait(self, timeout=120):
         try:
-            return self.proc.wait(timeout=timeout)
+            code = self.proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             self.proc.kill()
             raise AssertionError(f"{self.name} did not finish:\n{self.log()[-3000:]}") from None
+        if self.copier is not None:
+            self.copier.join(timeout=30)
+            self.proc.stderr.close()
+        return code
 
     def log(self):
         return self.log_file.read_text()

@@ -58,9 +58,11 @@ MAX_RETRY_DELAY = 5.0
 
 
 class Owned(NamedTuple):
-    """A queued request of a held bucket; stale if the bucket was held again since (``gen``)."""
+    """A queued request of a held bucket; stale if the bucket was held again since (``gen``).
+    Encoded if it can be (decoded when handed out): a node holds all its buckets' pending
+    requests, and bytes cost little memory and no garbage collector time."""
 
-    request: Request
+    request: Request | bytes
     bucket: int
     gen: int
     entry_id: str | None  # None: not stored in Redis (it could not be encoded)
@@ -178,19 +180,13 @@ class Cluster:
         self._pool = ThreadPool(1, 1, name="twolevel-redis")
         self._pool.start()
         self._arm(self.config.sync_interval)
-        logger.info(
+        self._reporter.info(
             "Joined crawl %(crawl)s as node %(node)s: the table gives it %(owned)d of "
             "%(buckets)d buckets; it holds %(held)d of them now and takes the rest as "
             "their previous holders hand them over",
-            {
-                "crawl": self.crawl_id,
-                "node": self.node_id,
-                "owned": len(self._owned),
-                "held": len(self._held),
-                "buckets": self.config.buckets,
-            },
-            extra={"spider": self._reporter.spider},
-        )
+            dict(crawl=self.crawl_id, node=self.node_id, owned=len(self._owned),
+                 held=len(self._held), buckets=self.config.buckets),
+        )  # fmt: skip
 
     def start(self) -> None:
         """The dupefilter was opened by :meth:`join`."""
@@ -307,7 +303,7 @@ class Cluster:
         if data is not None and entry_id is None:
             entry_id = self._new_id()
             self._staged.stores.append((bucket, entry_id, data, key))
-        item = Owned(request, bucket, self._held[bucket], entry_id)
+        item = Owned(request if data is None else data, bucket, self._held[bucket], entry_id)
         if not self._intake.push(host, quality, item, request):
             self.dropped(item)
             return False
@@ -330,14 +326,18 @@ class Cluster:
         if not self._is_current(item):
             self.counts["stale_skipped"] += 1
             return None
+        request = item.request
+        if isinstance(request, bytes) and (request := self._decode(request)) is None:
+            self.dropped(item)  # it was decoded before: only a codec that changed since
+            return None
         if item.entry_id is None:
             self._local_only[item.bucket] -= 1
         # Leased even without a copy in Redis: a draining bucket waits for it too.
-        self._inflight.lease(item.request, self, (item.bucket, item.entry_id))
+        self._inflight.lease(request, self, (item.bucket, item.entry_id))
         self._leased += 1
         self._leased_per_bucket[item.bucket] += 1
         self._reporter.inc("scheduler/dequeued/memory")
-        return item.request
+        return request
 
     def finished(self, request: Request, token: tuple[int, str | None]) -> None:
         """The engine is done with a leased request: its entry goes with the next commit."""
