@@ -15,6 +15,7 @@ import pytest
 from test_node import BUCKETS, Clock, key, node
 
 from scrapy_twolevel.distributed.history import (
+    FETCHES_KEPT,
     HistoryWrites,
     RedisHistoryStore,
     RedisModelStore,
@@ -75,6 +76,29 @@ def test_redis_history_answers_as_the_history_file(tmp_path: Path, redis_crawl) 
     assert other.counts()["fetches"] == 6  # fetches are events: a new record, a new member
     assert other.counts()["articles"] == 4
     file.close()
+
+
+def test_fetch_records_older_than_the_replay_window_are_dropped(redis_crawl) -> None:
+    """Fetch records grew with time, not URLs: a crawl of weeks grew Redis without bound.
+    Only the last FETCHES_KEPT seconds behind the newest record are kept (the planner
+    replays 7 days at open; nothing reads older ones)."""
+    client, crawl_id = redis_crawl
+    store = RedisHistoryStore(client, crawl_id)
+    day = 86400.0
+    store.record_fetch("s/a", 0.0, 1)
+    store.record_fetch("s/a", 1 * day, 1)
+    store.flush()
+    assert [at for _, at, _ in store.fetches()] == [0.0, day]
+    store.record_fetch("s/b", 8 * day, 2)  # 8 days after the first: it stays, just
+    store.flush()
+    assert [at for _, at, _ in store.fetches()] == [0.0, day, 8 * day]
+    store.record_fetch("s/a", 9 * day, 0)  # kept from 1 day on: 0 goes, 1 day stays
+    store.flush()
+    assert [at for _, at, _ in store.fetches()] == [day, 8 * day, 9 * day]
+    store.record_fetch("s/b", 9 * day + 1, 0)  # one second later: 1 day goes too
+    store.flush()
+    assert [at for _, at, _ in store.fetches()] == [8 * day, 9 * day, 9 * day + 1]
+    assert FETCHES_KEPT == 8 * day
 
 
 def test_plan_encoding_round_trips_and_damage_is_an_error() -> None:

@@ -25,7 +25,7 @@ model. :class:`RedisHistoryStore` has the interface of
 Keys, under ``twolevel-history:<crawl id>:``:
 
 - ``fetches``: a sorted set, score = fetch time (planner clock), member = JSON
-  ``[seed, new_links, id]``;
+  ``[seed, new_links, id]``, the last :data:`FETCHES_KEPT` seconds of them;
 - ``articles``: a hash, URL -> JSON ``[seed, found_at, previous_fetch]``, first writer
   wins (``HSETNX``), as the file's ``INSERT OR IGNORE``;
 - ``published``: a hash, URL -> publish time read from the article page;
@@ -53,6 +53,10 @@ from ..recrawl.samples import MIDPOINT_MAX_GAP, known_or_midpoint
 
 #: Keys read or written per round trip when scanning a large hash.
 SCAN_COUNT = 1000
+#: Seconds of fetch records kept behind the newest: a node replays the last 7 days into
+#: its planner at open, and nothing reads older ones (the model learns from articles).
+#: Without a bound ``fetches`` grew with time, not with URLs, for as long as a crawl ran.
+FETCHES_KEPT = 8 * 86400.0
 
 
 def history_prefix(crawl_id: str) -> str:
@@ -106,6 +110,8 @@ class HistoryWrites:
         pipe = redis.pipeline(transaction=False)
         if self.fetches:
             pipe.zadd(f"{prefix}fetches", {member: at for at, member in self.fetches})
+            oldest_kept = max(at for at, _ in self.fetches) - FETCHES_KEPT
+            pipe.zremrangebyscore(f"{prefix}fetches", "-inf", f"({oldest_kept!r}")
         for url, value in self.articles:
             pipe.hsetnx(f"{prefix}articles", url, value)
         if self.published:
