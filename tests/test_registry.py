@@ -55,6 +55,34 @@ def test_a_node_whose_heartbeat_expired_is_reaped_and_told_so(redis_crawl) -> No
     assert a.reap() == {}  # nothing more to reap
 
 
+def test_a_heartbeat_landing_while_a_reap_is_decided_cancels_the_reap(redis_crawl) -> None:
+    """The reap is one transaction watching the victim's alive key: a heartbeat that
+    lands between the check and the write (here, injected at that exact point through
+    the table change the reap computes) aborts it, and the victim keeps its buckets."""
+    client, crawl_id = redis_crawl
+    a, b = node(redis_crawl, "a"), node(redis_crawl, "b")
+    a.join()
+    b.join()
+    client.delete(f"twolevel:{crawl_id}:alive:b")  # b looks dead...
+    decided = []
+
+    class RacingRegistry(Registry):
+        @staticmethod
+        def _leave(table, node_id):
+            if not decided:
+                decided.append(node_id)
+                b.heartbeat()  # ...and beats while a is deciding to reap it
+            return Registry._leave(table, node_id)
+
+    racer = RacingRegistry(client, crawl_id, "a", buckets=1000)
+    racer.token = a.token
+    assert racer.reap() == {}  # the watched key changed: aborted, then b is alive
+    assert decided == ["b"]
+    racer.refresh()
+    assert racer.table.counts() == {"a": 500, "b": 500}
+    b.heartbeat()  # still a member: not told it was reaped
+
+
 def test_the_last_node_leaving_empties_the_table(redis_crawl) -> None:
     a = node(redis_crawl, "a")
     a.join()
