@@ -78,7 +78,7 @@ RESPONSE_DELAY = 1.0
 CONNECT_DELAY = 0.002
 LINKS_PER_PAGE = 2
 #: Share of 3 c / RESPONSE_DELAY pages per second the crawl achieves overall (--quick runs).
-EFFICIENCY = 0.8
+EFFICIENCY = 0.95
 REBALANCE_INTERVAL = 30.0
 FLAT = 0.10
 KEY_SIZE = 16
@@ -225,12 +225,15 @@ class Nodes:
 
     def start(self, name: str) -> Run:
         number = sum(r.node == name for r in self.runs) + 1
-        base = self.workdir / f"{name}.{number}"
+        files = {
+            what: self.workdir / f"{name}.{number}.{what}"
+            for what in ("log", "stats.json", "leases.json")
+        }
         settings: dict[str, Any] = {
             "EXTENSIONS": {"crawl_helpers.StatsFile": 0, "soak.KillOnSignal": 1},
             "SPIDER_MIDDLEWARES": {"crawl_helpers.DontFilterStarts": 0},
-            "STATS_FILE": str(base.with_suffix(".stats.json")),
-            "LEASES_FILE": str(base.with_suffix(".leases.json")),
+            "STATS_FILE": str(files["stats.json"]),
+            "LEASES_FILE": str(files["leases.json"]),
             "TWOLEVEL_TESTWEB_SEEDS": ",".join(self.seeds),
             "TWOLEVEL_REDIS_URL": self.redis_url,
             "TWOLEVEL_CRAWL_ID": self.crawl_id,
@@ -245,8 +248,7 @@ class Nodes:
             cmd += ["-s", f"{key}={value if isinstance(value, str) else json.dumps(value)}"]
         path = os.pathsep.join([str(TESTS), str(BENCH), str(PROJECT)])
         env = {**os.environ, "PYTHONPATH": path}
-        log = base.with_suffix(".log")
-        with open(log, "wb") as out:
+        with open(files["log"], "wb") as out:
             proc = subprocess.Popen(
                 cmd,
                 cwd=PROJECT,
@@ -261,9 +263,9 @@ class Nodes:
             number,
             self.now(),
             proc,
-            log,
-            base.with_suffix(".stats.json"),
-            base.with_suffix(".leases.json"),
+            files["log"],
+            files["stats.json"],
+            files["leases.json"],
         )
         self.runs.append(run)
         self.current[name] = run
@@ -338,8 +340,11 @@ def kind_of(key: bytes, crawl_id: str) -> str:
     return "other"
 
 
-def sample(client: Any, crawl_id: str, t: float, fetched: int | None) -> dict[str, Any]:
-    """Redis's memory, the crawl's seen keys and every key's kind, count and size now."""
+def sample(
+    client: Any, crawl_id: str, t: float, fetched: int | None, *, names: bool = False
+) -> dict[str, Any]:
+    """Redis's memory, the crawl's seen keys and every key's kind, count and size now
+    (``names``: with the names of the keys other than ``seen:*``)."""
     from scrapy_twolevel.distributed.node import status
 
     info = client.info()
@@ -365,12 +370,13 @@ def sample(client: Any, crawl_id: str, t: float, fetched: int | None) -> dict[st
             value = value or b""
             seen_bytes += len(value)
             unique.update(value[i : i + KEY_SIZE] for i in range(0, len(value), KEY_SIZE))
-    return {
+    out = {
         "t_s": round(t, 1),
         "used_memory": int(info["used_memory"]),
         "evicted_keys": int(info["evicted_keys"]),
         "memory": memory,
-        "seen_keys": state["seen_keys"],
+        "seen_keys": seen_bytes // KEY_SIZE,
+        "status_seen_keys": state["seen_keys"],
         "unique_seen_keys": len(unique),
         "seen_value_bytes": seen_bytes,
         "pending": state["pending"],
@@ -379,29 +385,37 @@ def sample(client: Any, crawl_id: str, t: float, fetched: int | None) -> dict[st
         "keys": count,
         "bytes": size,
     }
+    if names:
+        out["keys_left"] = sorted(k.decode() for k in keys if kind_of(k, crawl_id) != "seen")
+    return out
 
 
 def per_url(s: dict[str, Any], base: dict[str, Any]) -> dict[str, float]:
-    """Bytes per seen key grown since ``base`` (the sample before the crawl): in all, per
-    kind of key, Redis's client buffers and script cache, the rest (the keyspace's own
-    tables), and in all without the queued requests (``q`` and ``inbox``)."""
+    """Bytes per seen key grown since ``base`` (the sample before the crawl): in all
+    (issue 21's measure), per kind of key, Redis's client buffers and script cache, the
+    rest (its keyspace tables), and what the crawl retains: all but the queued requests
+    (``q``, ``inbox``), the other keys of the crawl (its registry: the bucket table and
+    holders, a fixed size) and the client buffers."""
     urls = s["seen_keys"]
     if not urls:
         return {}
     grown = s["used_memory"] - base["used_memory"]
     out = {"total": grown / urls}
-    rest = grown
+    rest = retained = grown
     for kind in KINDS:
         delta = s["bytes"][kind] - base["bytes"][kind]
         out[kind] = delta / urls
         rest -= delta
+        if kind in ("q", "inbox", "crawl (other)"):
+            retained -= delta
     for name, key in (("clients", "mem_clients_normal"), ("scripts", "used_memory_scripts")):
         delta = s["memory"].get(key, 0) - base["memory"].get(key, 0)
         out[name] = delta / urls
         rest -= delta
+        if name == "clients":
+            retained -= delta
     out["unattributed"] = rest / urls
-    queued = s["bytes"]["q"] + s["bytes"]["inbox"] - base["bytes"]["q"] - base["bytes"]["inbox"]
-    out["without queues"] = (grown - queued) / urls
+    out["retained"] = retained / urls
     return out
 
 
@@ -454,6 +468,10 @@ def soak(opts: Options, clock: report.Clock) -> Outcome:
     nodes: Nodes | None = None
     try:
         client = redis.client
+        try:  # Redis 7's per-command latency histograms: ~1 MB, fixed, not the crawl's
+            client.config_set("latency-tracking", "no")
+        except Exception:  # an older Redis has none
+            pass
         info = client.info()
         out.before = {
             "used_memory": int(info["used_memory"]),
@@ -475,9 +493,8 @@ def soak(opts: Options, clock: report.Clock) -> Outcome:
                 nodes.start(name)
             out.failure = drive(opts, nodes, server, client, crawl_id, out, clock, deadline)
             if out.failure is None:
-                out.samples.append(
-                    sample(client, crawl_id, nodes.now(), len(server.stats().fetch_counts()))
-                )
+                fetched = len(server.stats().fetch_counts())
+                out.samples.append(sample(client, crawl_id, nodes.now(), fetched, names=True))
             stats = server.stats()
             counts = stats.fetch_counts()
             out.server = {
@@ -614,8 +631,8 @@ def memory_table(out: Outcome, early_s: float) -> tuple[report.Table, dict[str, 
     plain("pending requests", early["pending"], end["pending"])
     plain("used_memory - before, bytes", early["used_memory"] - before, end["used_memory"] - before)
     for what, key in (
-        ("memory per URL, B", "total"),
-        ("memory per URL without queued requests, B", "without queues"),
+        ("memory per URL, B (issue 21's measure)", "total"),
+        ("memory per URL the crawl retains, B", "retained"),
     ):
         change = _change(a[key], b[key])
         flat = change is not None and abs(change) <= FLAT
@@ -664,6 +681,7 @@ def memory_table(out: Outcome, early_s: float) -> tuple[report.Table, dict[str, 
         ]
     )
     verdicts["flat"] = verdicts["total"]["flat"]
+    verdicts["keys_left"] = end.get("keys_left")
     return (head, rows), verdicts
 
 
@@ -758,11 +776,11 @@ def plot(out: Outcome, early_s: float, path: Path) -> None:
     top.plot(t, [p[2]["total"] for p in points], "o-", ms=3, color="#d62728", label="in all")
     top.plot(
         t,
-        [p[2]["without queues"] for p in points],
+        [p[2]["retained"] for p in points],
         "o-",
         ms=3,
         color="#1f77b4",
-        label="without queued requests (q:*, inbox:*)",
+        label="retained (without queued requests, registry, clients)",
     )
     top.plot(t, [p[2]["seen"] for p in points], ":", color="#2ca02c", label="seen:* keys")
     top.set(ylabel="Redis bytes per seen URL", title="Redis memory per URL")
@@ -891,8 +909,12 @@ def main(argv: list[str] | None = None) -> int:
         "memory per URL": "(used_memory - used_memory before the crawl) / seen keys, "
         "the seen keys being the sum over seen:* of their length / 16",
         "at the end": "the last sample, once every node had exited",
-        "without queued requests": "the same without the MEMORY USAGE of q:* and inbox:*",
-        "unattributed": "used_memory growth not in any key's MEMORY USAGE",
+        "memory per URL the crawl retains": "the same less the MEMORY USAGE of the queued "
+        "requests (q:*, inbox:*) and of the crawl's other keys (its registry: bucket table, "
+        "holders, members; a size set by TWOLEVEL_BUCKETS, not by the URLs) and less the "
+        "client buffers: what a leak would grow",
+        "the rest (keyspace tables)": "used_memory growth in no key's MEMORY USAGE, nor in "
+        "client buffers or the script cache",
         "fetches beyond the first": "server responses for a page after its first one",
     }
     report.publish(

@@ -211,6 +211,32 @@ class DontFilterStarts:
             yield item.replace(dont_filter=True) if hasattr(item, "dont_filter") else item
 
 
+class UnencodableSameHost:
+    """Spider middleware: every other request a callback yields for its response's own
+    host carries an object in its meta, so it cannot be encoded (no copy in Redis, in the
+    distributed mode); counted in the stat ``unencodable/made``."""
+
+    def __init__(self, stats):
+        self.stats = stats
+        self.n = 0
+
+    @classmethod
+    def from_crawler(cls, crawler):
+        return cls(crawler.stats)
+
+    async def process_spider_output(self, response, result):
+        from urllib.parse import urlsplit
+
+        host = urlsplit(response.url).hostname
+        async for item in result:
+            if hasattr(item, "dont_filter") and urlsplit(item.url).hostname == host:
+                self.n += 1
+                if self.n % 2:
+                    item.meta["unencodable"] = object()
+                    self.stats.inc_value("unencodable/made")
+            yield item
+
+
 def record_leases(crawler):
     """Write to LEASES_FILE (if set), as JSON: ``leases``, how many requests the distributed
     node has handed out without committing their end (what the other nodes fetch again if

@@ -115,3 +115,39 @@ def test_a_node_whose_disk_fills_then_frees_loses_nothing(
     assert "takes writes again" in full.log()
     assert fetched(server) == {page: 1 for page in web.reachable()}
     assert max(server.stats().max_concurrent_requests_per_host().values()) == 1
+
+
+def test_requests_that_cannot_be_encoded_are_not_lost_when_buckets_move(
+    tmp_path, web_server, redis_crawl, redis_url
+):
+    """Half the same-host links carry an object in their meta (no copy in Redis): they
+    stay in their node's memory, and a bucket that moves (a node joins mid-crawl, then
+    one leaves with Ctrl-C) is released only once they were fetched."""
+    _client, crawl_id = redis_crawl
+    web = slow_web(hosts=12, pages=30, seed=29)
+    server = web_server(web)
+    odd = {"SPIDER_MIDDLEWARES": {"crawl_helpers.UnencodableSameHost": 0}}
+    first = Node(tmp_path, "u0", server, redis_url, crawl_id, **odd)
+    wait_until(lambda: "Joined crawl" in first.log(), "u0 to join")
+    wait_until(lambda: server.stats().total.responses_total >= 40, "40 responses")
+    leaver = Node(
+        tmp_path,
+        "u1",
+        server,
+        redis_url,
+        crawl_id,
+        EXTENSIONS={"crawl_helpers.SignalAfterResponses": 1},
+        SIGNAL_AFTER_RESPONSES="30,SIGINT",
+        **odd,
+    )
+    stay = first.finished()
+    assert leaver.wait() == 0, leaver.log()[-3000:]
+    left = leaver.stats()
+
+    assert left["finish_reason"] == "shutdown"  # it left mid-crawl, handing buckets over
+    made = stay.get("unencodable/made", 0) + left.get("unencodable/made", 0)
+    kept = stay.get("twolevel/redis/kept_local", 0) + left.get("twolevel/redis/kept_local", 0)
+    assert made > 0 and kept > 0
+    assert stay.get("twolevel/redis/unroutable", 0) + left.get("twolevel/redis/unroutable", 0) == 0
+    assert set(fetched(server)) == web.reachable()  # no page lost
+    assert max(server.stats().max_concurrent_requests_per_host().values()) == 1

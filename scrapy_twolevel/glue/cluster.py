@@ -257,6 +257,10 @@ class Cluster:
         bucket = bucket_of(host, self.config.buckets)
         if bucket not in self._held or bucket in self._loader.loading:  # via the inbox
             data = self._codec.encode(request)
+            if data is None and (bucket in self._held or bucket in self._draining):
+                # Its host is still this node's (loading, or draining: the release waits
+                # for the requests kept here), and it cannot be sent elsewhere.
+                return self._admit(request, host, self._intake.quality(request), bucket, None)
             if data is None:
                 # Another node holds its host and only bytes cross: it cannot go there.
                 self._reporter.count_once(
@@ -303,7 +307,8 @@ class Cluster:
         if data is not None and entry_id is None:
             entry_id = self._new_id()
             self._staged.stores.append((bucket, entry_id, data, key))
-        item = Owned(request if data is None else data, bucket, self._held[bucket], entry_id)
+        gen = self._held.get(bucket) or self._drain_gen[bucket]
+        item = Owned(request if data is None else data, bucket, gen, entry_id)
         if not self._intake.push(host, quality, item, request):
             self.dropped(item)
             return False
@@ -463,12 +468,7 @@ class Cluster:
         self.counts["sync_errors"] += 1
         if self._failing_since is None:
             self._failing_since = time.monotonic()
-            self._reporter.warning(
-                "Cannot reach Redis at TWOLEVEL_REDIS_URL (%(error)s); retrying with "
-                "back-off. Requests are kept here; this node stops handing out requests "
-                "after TWOLEVEL_NODE_TTL / 2 without Redis.",
-                {"error": failure.getErrorMessage()},
-            )
+            self._reporter.redis_unreachable(failure.getErrorMessage())
         self._retry_delay = min(self._retry_delay * 2, MAX_RETRY_DELAY)
         self._arm(self._retry_delay)
 

@@ -71,6 +71,14 @@ class Reporter:
     def info(self, message: str, args: dict[str, Any] | None = None) -> None:
         logger.info(message, *((args,) if args else ()), extra={"spider": self.spider})
 
+    def redis_unreachable(self, error: str) -> None:
+        self.warning(
+            "Cannot reach Redis at TWOLEVEL_REDIS_URL (%(error)s); retrying with back-off. "
+            "Requests are kept here; this node stops handing out requests after "
+            "TWOLEVEL_NODE_TTL / 2 without Redis.",
+            {"error": error},
+        )
+
     def host_given_up(self, host: str, dropped: int, why: str = GIVEN_UP_FAILING) -> None:
         if why == GIVEN_UP_BUDGET:
             self.inc("twolevel/hosts_at_budget")
