@@ -238,27 +238,34 @@ def test_orphaned_inbox_is_rerouted_by_the_idle_check(redis_crawl):
 
 def test_the_idle_check_forgets_the_empty_inboxes_of_nodes_gone(redis_crawl):
     """Every process under a default node id added an inbox to the registry for good; the
-    idle check read them all. Now an empty inbox of a node that left is forgotten; a
-    member's, or one with entries, is kept."""
+    idle check read them all. Now a node that leaves forgets its own empty inbox, the
+    idle check forgets the empty inbox of a node gone without leaving, and a member's, or
+    one with entries, is kept."""
     client, crawl_id = redis_crawl
     inboxes = f"twolevel:{crawl_id}:inboxes"
+
+    def registered():
+        return {m.decode() for m in client.smembers(inboxes)}
+
     a = node(client, crawl_id, "a")
     a.sync(Batch())
-    b = node(client, crawl_id, "b")
-    c = node(client, crawl_id, "c")
+    b, c, _d = (node(client, crawl_id, name) for name in "bcd")
     bucket = min(c.registry.owned())
     a.sync(Batch(routes=[(bucket, host_in(bucket), b"for c")]))
     b.leave()
-    client.srem(f"twolevel:{crawl_id}:members", "c")  # c gone, its inbox not rerouted
-    a.registry._change(lambda table: table.leave("c"))
-    assert {m.decode() for m in client.smembers(inboxes)} == {"a", "b", "c"}
-    assert not a.crawl_idle()  # c's entry is moved to a; b's empty inbox is forgotten
-    assert {m.decode() for m in client.smembers(inboxes)} == {"a", "c"}
-    assert not client.exists(f"twolevel:{crawl_id}:inbox:b")
-    a.sync(Batch())  # takes c's buckets and receives the entry
+    assert registered() == {"a", "c", "d"}
+    for gone in "cd":  # gone without leaving, their inboxes not rerouted
+        client.srem(f"twolevel:{crawl_id}:members", gone)
+        a.registry._change(lambda table, gone=gone: table.leave(gone))
+    assert not a.crawl_idle()  # c's entry is moved to a; d's empty inbox is forgotten
+    assert registered() == {"a", "c"}
+    assert not client.exists(f"twolevel:{crawl_id}:inbox:d")
+    received = a.sync(Batch()).received  # takes the buckets and receives the entry
     a.crawl_idle()
-    assert {m.decode() for m in client.smembers(inboxes)} == {"a"}  # c's is empty now
-    assert client.exists(f"twolevel:{crawl_id}:inbox:a")
+    assert registered() == {"a"}  # c's is empty now
+    a.sync(Batch(acks=[e.id for e in received]))  # stored: its inbox is empty
+    a.leave()  # the last node: nobody's idle check would forget its inbox
+    assert not client.exists(inboxes) and not client.exists(f"twolevel:{crawl_id}:inbox:a")
 
 
 def test_a_damaged_seen_log_is_counted_and_its_bucket_still_loads(redis_crawl):

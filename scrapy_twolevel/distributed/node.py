@@ -295,6 +295,7 @@ class Node:
         self.registry.leave()
         if self.registry.table.nodes and self.inbox is not None:
             self.inbox.reroute(self.node_id, self._live_owner)
+        prune_inboxes(self.redis, self.prefix, [self.node_id])  # if empty: the last node's
 
     # -- the tick ----------------------------------------------------------------------
 
