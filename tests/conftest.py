@@ -23,7 +23,8 @@ import redis
 #: redis: anything that talks to Redis.
 LAYERS = {
     "unit": (
-        "architecture buckets codec distributed_sim failures frontier intake politeness "
+        "architecture buckets codec distributed_sim failures frontier intake live_snapshot "
+        "politeness "
         "publish_time recrawl_history recrawl_model recrawl_planner recrawl_samples seen sim "
         "store_contract topics"
     ),

@@ -1,0 +1,106 @@
+"""The live view's snapshot: a pure function of the frontier's state and a clock reading.
+
+A frontier on a fake clock is driven into each state by hand (a session, a refusal with
+Retry-After, a failed host backed off, one given up, ready and idle hosts); the snapshot
+must name each state and why, with the wait worked out from the clock.
+"""
+
+from __future__ import annotations
+
+import json
+
+from scrapy_twolevel.frontier import BreadthFirst, CostParams, CrawlCapability, TwoLevelFrontier
+from scrapy_twolevel.frontier.failures import FailurePolicy
+from scrapy_twolevel.live.snapshot import SCHEMA_VERSION, host_state, snapshot
+
+PARAMS = CostParams()
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def driven_frontier():
+    """At t = 100.5: ``open`` fetching in its session; ``refuser`` refused with Retry-After
+    30 s at t = 100; ``failing`` failed its session (one failure ends one here), backed
+    off 10 s; ``capped`` has had its page budget (1); ``idle`` was served its one URL;
+    ``late`` got URLs after the others opened (breadth-first serves one URL a session)."""
+    clock = FakeClock()
+    f = TwoLevelFrontier(
+        BreadthFirst(),
+        PARAMS,
+        None,
+        failures=FailurePolicy(session_failures=1, backoff=10.0, backoff_max=25.0),
+        clock=clock,
+        jitter=lambda: 0.0,
+        budget=lambda host: 1 if host == "capped" else None,
+    )
+    for host, n in (("refuser", 2), ("failing", 2), ("open", 3), ("capped", 2), ("idle", 1)):
+        for i in range(n):
+            f.push(host, 0.5 + i / 10, f"{host}/{i}")
+    served = set()
+    while len(served) < 5:  # one request of each host: every one opens a session
+        popped = f.pop()
+        assert popped is not None
+        served.add(popped[0])
+    f.observe_refusal("refuser", retry_after=30.0)
+    f.done("refuser")
+    f.observe_failure("failing", elapsed=1.0, timeout=False)
+    f.done("failing")
+    for host in ("capped", "idle"):
+        f.observe(
+            host, latency=0.01, new_connection=False, served_on_connection=1, closed_by_server=False
+        )
+        f.done(host)
+    f.push("late", 0.9, "late/0")
+    clock.now = 100.5
+    return f, clock
+
+
+def test_each_host_is_in_one_state_and_says_why():
+    f, clock = driven_frontier()
+    assert {h.key: host_state(h, clock.now) for h in f.hosts()} == {
+        "open": ("in session", "fetching", None),
+        "refuser": ("waiting", "refused", 130.0),
+        "failing": ("waiting", "backoff", 110.0),
+        "capped": ("given up", "budget", None),
+        "idle": ("idle", "", None),
+        "late": ("ready", "", None),
+    }
+    snap = snapshot(f, clock.now, top=10, crawl={"pages": 4})
+    assert snap["schema"] == SCHEMA_VERSION
+    assert snap["states"] == {"in session": 1, "waiting": 2, "ready": 1, "given up": 1, "idle": 1}
+    # Queued: 2 of open, 1 of refuser, 1 of failing, 1 of late (capped's was dropped).
+    assert snap["crawl"] == {"policy": "breadth-first", "pending": 5, "hosts": 6, "pages": 4}
+    assert snap["reasons"] == {
+        "given up: budget": 1,
+        "waiting: backoff": 1,
+        "waiting: refused": 1,
+    }
+    rows = {row["host"]: row for row in snap["hosts"]}
+    # In session, and the queued hosts by score; not the idle one nor the one given up.
+    assert set(rows) == {"open", "refuser", "failing", "late"}
+    assert rows["refuser"]["wait_s"] == 29.5  # until 130, read at 100.5
+    assert rows["failing"]["wait_s"] == 9.5
+    assert rows["refuser"]["refusals"] == 1 and rows["failing"]["failed_sessions"] == 1
+    assert rows["open"]["queued"] == 2 and rows["open"]["best_quality"] is None
+    json.dumps(snap)  # plain data
+
+
+def test_top_hosts_are_the_best_scored_and_named_hosts_are_added():
+    clock = FakeClock()
+    f = TwoLevelFrontier(CrawlCapability(), PARAMS, 1, clock=clock)
+    for i in range(20):
+        f.push(f"h{i:02d}", i / 20, "url")  # h19 holds the best URL
+    snap = snapshot(f, clock.now, top=3, named=["h00"])
+    shown = [row["host"] for row in snap["hosts"]]
+    assert shown[:1] == ["h00"] and sorted(shown[1:]) == ["h17", "h18", "h19"]
+    best = next(row for row in snap["hosts"] if row["host"] == "h19")
+    # One URL of quality 0.95 on the prior: P = 1, sum_Q = 0.95 (+ epsilon in the score).
+    assert best["terms"]["P"] == 1 and best["terms"]["sum_Q"] == best["best_quality"] == 0.95
+    assert best["score"] > next(r for r in snap["hosts"] if r["host"] == "h17")["score"]
+    assert snap["states"]["ready"] == 20
