@@ -11,6 +11,7 @@ import json
 
 from scrapy_twolevel.frontier import BreadthFirst, CostParams, CrawlCapability, TwoLevelFrontier
 from scrapy_twolevel.frontier.failures import FailurePolicy
+from scrapy_twolevel.live.prometheus import render
 from scrapy_twolevel.live.snapshot import SCHEMA_VERSION, host_state, snapshot
 
 PARAMS = CostParams()
@@ -104,3 +105,27 @@ def test_top_hosts_are_the_best_scored_and_named_hosts_are_added():
     assert best["terms"]["P"] == 1 and best["terms"]["sum_Q"] == best["best_quality"] == 0.95
     assert best["score"] > next(r for r in snap["hosts"] if r["host"] == "h17")["score"]
     assert snap["states"]["ready"] == 20
+
+
+def test_prometheus_text_names_every_state_and_escapes_labels():
+    f, clock = driven_frontier()
+    snap = snapshot(f, clock.now, crawl={"pages": 4, "quality": 2.5})
+    snap["hosts"][0]["host"] = 'odd"host\\name'
+    text = render(snap)
+    assert text.endswith("\n")
+    lines = text.splitlines()
+    assert "twolevel_pending_requests 5.0" in lines
+    assert "twolevel_pages_total 4.0" in lines
+    assert "twolevel_quality_gathered_total 2.5" in lines
+    assert 'twolevel_hosts{state="waiting"} 2.0' in lines
+    assert 'twolevel_hosts{state="given up"} 1.0' in lines
+    assert 'twolevel_hosts_by_reason{reason="waiting: refused"} 1.0' in lines
+    assert any(
+        line.startswith('twolevel_host_queued_requests{host="odd\\"host\\\\name"}')
+        for line in lines
+    )
+    # Every sample belongs to a family declared just before it (HELP and TYPE).
+    declared = {line.split()[2] for line in lines if line.startswith("# TYPE")}
+    samples = [line for line in lines if not line.startswith("#")]
+    assert samples and all(line.split("{")[0].split()[0] in declared for line in samples)
+    assert "twolevel_requests_in_flight" not in text  # not given: left out, not 0
