@@ -54,6 +54,11 @@ def requests_in_downloader(crawler: Crawler) -> Container[Any] | None:
     return getattr(downloader, "active", None)
 
 
+def scheduler_of(crawler: Crawler) -> Any:
+    """The engine's scheduler (``None`` before the crawl opens or after it closed)."""
+    return getattr(getattr(_engine(crawler), "_slot", None), "scheduler", None)
+
+
 def requests_in_progress(crawler: Crawler) -> Container[Any] | None:
     """Requests the engine has taken from the scheduler and not finished with.
 

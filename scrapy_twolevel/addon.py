@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 from .components import (
     DUPEFILTER_PATH,
+    LIVE_VIEW_ORDER,
     MIDDLEWARE_ORDER,
     SCHEDULER_PATH,
     SEED_MIDDLEWARE_ORDER,
@@ -18,8 +19,9 @@ if TYPE_CHECKING:
 
 class Addon:
     """Sets ``SCHEDULER`` and ``DUPEFILTER_CLASS`` and adds the host metrics middleware,
-    the seed middleware (inert unless ``TWOLEVEL_RECRAWL`` is on) and the topic middleware
-    (inert unless ``TWOLEVEL_TOPICS`` is set).
+    the seed middleware (inert unless ``TWOLEVEL_RECRAWL`` is on), the topic middleware
+    (inert unless ``TWOLEVEL_TOPICS`` is set) and the live view's extension (the periodic
+    status line; the dashboard with ``TWOLEVEL_WEB_PORT``).
 
     The same as the five manual lines in ``settings.py`` (see the quick start). Scrapy
     calls add-ons after the project's, the spider's and the command line's settings are
@@ -36,6 +38,7 @@ class Addon:
 
     def update_settings(self, settings: BaseSettings) -> None:
         # Imported here: ``import scrapy_twolevel`` stays light (no Scrapy machinery).
+        from .live.extension import LiveView
         from .middleware import HostMetricsMiddleware
         from .seeds import SeedMiddleware
         from .topics import TopicMiddleware
@@ -51,3 +54,4 @@ class Addon:
         settings.setdefault_in_component_priority_dict(
             "SPIDER_MIDDLEWARES", TopicMiddleware, TOPIC_MIDDLEWARE_ORDER
         )
+        settings.setdefault_in_component_priority_dict("EXTENSIONS", LiveView, LIVE_VIEW_ORDER)

@@ -17,6 +17,9 @@ SEED_MIDDLEWARE_ORDER = 950
 TOPIC_MIDDLEWARE_PATH = "scrapy_twolevel.topics.TopicMiddleware"
 #: Near the spider too: it sees the callback's output as the callback yields it.
 TOPIC_MIDDLEWARE_ORDER = 960
+#: The live view: the dashboard (``TWOLEVEL_WEB_PORT``) and the periodic status line.
+LIVE_VIEW_PATH = "scrapy_twolevel.live.extension.LiveView"
+LIVE_VIEW_ORDER = 500
 
 #: ``twolevel_role`` of each component class.
 SCHEDULER_ROLE = "scheduler"

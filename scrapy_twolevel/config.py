@@ -383,6 +383,10 @@ REBALANCE_TOLERANCE = Setting(  # share of the mean node load left unbalanced
 )
 # Topics (topic_specs; None: one topic; docs/topics.rst)
 TOPICS = Setting("TWOLEVEL_TOPICS", None, _as_is)
+PORT = Setting("TWOLEVEL_WEB_PORT", None, optional(integer("0-65535", lambda v: 0 <= v < 65536)))
+WEB_HOST = Setting("TWOLEVEL_WEB_HOST", "127.0.0.1", path)  # the live view: live/extension.py
+WEB_TOP_HOSTS = Setting("TWOLEVEL_WEB_TOP_HOSTS", 50, AT_LEAST_ONE)
+STATUS_INTERVAL = Setting("TWOLEVEL_STATUS_INTERVAL", 60.0, SECONDS)  # 0: no log line
 
 #: Every setting, in the order of ``docs/settings.rst``.
 SETTINGS: tuple[Setting, ...] = tuple(v for v in list(globals().values()) if isinstance(v, Setting))

@@ -11,7 +11,10 @@ DOWNLOADER_MIDDLEWARES = {"scrapy_twolevel.middleware.HostMetricsMiddleware": 95
 TWOLEVEL_POLICY = "crawl-capability"
 
 # --- the demo's local test web, served inside the crawl on 127.0.x.y addresses
-EXTENSIONS = {"scrapy_twolevel.testweb.extension.EmbeddedTestWeb": 0}
+EXTENSIONS = {
+    "scrapy_twolevel.testweb.extension.EmbeddedTestWeb": 0,
+    "scrapy_twolevel.live.extension.LiveView": 500,  # status line; TWOLEVEL_WEB_PORT: dashboard
+}
 TWOLEVEL_TESTWEB_HOSTS = 20
 TWOLEVEL_TESTWEB_PAGES_PER_HOST = 30
 

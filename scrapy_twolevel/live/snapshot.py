@@ -97,6 +97,10 @@ def snapshot(
     """The frontier at ``now``: host counts by state, and the rows of the ``top`` hosts
     by score (ready or waiting, as the ranking sees them) plus every host in session and
     any host ``named``. ``crawl``: crawl-wide figures the caller adds (pages, quality)."""
+    # Topics: one frontier per topic, one policy for all (docs/topics.rst).
+    ranking = (
+        next(iter(frontier.frontiers.values())) if hasattr(frontier, "frontiers") else frontier
+    )
     counts: Counter[str] = Counter()
     why: Counter[str] = Counter()
     shown: dict[str, Host] = {}
@@ -114,18 +118,18 @@ def snapshot(
     for host in heapq.nlargest(
         top,
         candidates,
-        key=lambda h: frontier.policy.score(h.queue, h.estimate, frontier.params),
+        key=lambda h: ranking.policy.score(h.queue, h.estimate, ranking.params),
     ):
         shown[host.key] = host
     return {
         "schema": SCHEMA_VERSION,
         "crawl": {
-            "policy": frontier.policy.name,
+            "policy": ranking.policy.name,
             "pending": len(frontier),
             "hosts": sum(counts.values()),
             **(crawl or {}),
         },
         "states": {state: counts[state] for state in STATES},
         "reasons": dict(sorted(why.items())),
-        "hosts": [host_row(frontier, host, now) for host in shown.values()],
+        "hosts": [host_row(ranking, host, now) for host in shown.values()],
     }

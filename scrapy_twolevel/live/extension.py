@@ -1,0 +1,162 @@
+"""The live view in a crawl: the dashboard's server and the periodic status line.
+
+A Scrapy extension (the add-on enables it; by hand:
+``EXTENSIONS = {"scrapy_twolevel.live.extension.LiveView": 0}``). With
+``TWOLEVEL_WEB_PORT`` set it serves the dashboard, ``/status.json`` and ``/metrics`` on
+``TWOLEVEL_WEB_HOST`` (127.0.0.1) from the crawl's reactor, behind a random token, and
+logs the URL to open. Every ``TWOLEVEL_STATUS_INTERVAL`` seconds (60; 0: never) it logs
+one line: hosts by state and why they wait, pending requests, quality gathered. Both read
+:func:`~.snapshot.snapshot` of the scheduler's frontier; nothing here changes the crawl.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import time
+from typing import TYPE_CHECKING, Any, Self
+
+from scrapy import signals
+from scrapy.exceptions import NotConfigured
+
+from .._engine import requests_in_downloader, scheduler_of
+from ..config import PORT, STATUS_INTERVAL, WEB_HOST, WEB_TOP_HOSTS
+from .snapshot import SCHEMA_VERSION, STATES, snapshot
+
+if TYPE_CHECKING:
+    from scrapy import Request, Spider
+    from scrapy.crawler import Crawler
+    from scrapy.http import Response
+
+logger = logging.getLogger(__name__)
+
+
+class LiveView:
+    """See the module docstring."""
+
+    def __init__(
+        self, crawler: Crawler, *, port: int | None, host: str, top: int, interval: float
+    ) -> None:
+        self.crawler = crawler
+        self.port = port
+        self.host = host
+        self.top = top
+        self.interval = interval
+        self.token = secrets.token_urlsafe(16)
+        self.url: str | None = None
+        self.pages = 0
+        self.quality = 0.0
+        self._started = time.monotonic()
+        self._listening: Any = None
+        self._loop: Any = None
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> Self:
+        settings = crawler.settings
+        port, interval = PORT.read(settings), STATUS_INTERVAL.read(settings)
+        if port is None and not interval:
+            raise NotConfigured("no TWOLEVEL_WEB_PORT and TWOLEVEL_STATUS_INTERVAL = 0")
+        view = cls(
+            crawler,
+            port=port,
+            host=WEB_HOST.read(settings) or "127.0.0.1",
+            top=WEB_TOP_HOSTS.read(settings),
+            interval=interval,
+        )
+        crawler.signals.connect(view.spider_opened, signal=signals.spider_opened)
+        crawler.signals.connect(view.spider_closed, signal=signals.spider_closed)
+        crawler.signals.connect(view.response_received, signal=signals.response_received)
+        return view
+
+    # -- what it shows -----------------------------------------------------------------
+
+    def status(self, named: list[str] | None = None) -> dict[str, Any]:
+        """The snapshot, with the crawl-wide figures only the crawl knows."""
+        elapsed = time.monotonic() - self._started
+        in_downloader = requests_in_downloader(self.crawler)
+        crawl = {
+            "pages": self.pages,
+            "quality": round(self.quality, 6),
+            "in_flight": len(in_downloader) if in_downloader is not None else 0,
+            "elapsed_s": round(elapsed, 1),
+            "pages_per_min": round(60 * self.pages / elapsed, 1) if elapsed > 0 else 0.0,
+        }
+        frontier = getattr(scheduler_of(self.crawler), "frontier", None)
+        if frontier is None:  # not this package's scheduler, or not open
+            states = dict.fromkeys(STATES, 0)
+            return {
+                "schema": SCHEMA_VERSION,
+                "crawl": crawl,
+                "states": states,
+                "reasons": {},
+                "hosts": [],
+            }
+        return snapshot(frontier, frontier.now(), top=self.top, named=named or (), crawl=crawl)
+
+    def response_received(self, response: Response, request: Request, spider: Spider) -> None:
+        self.pages += 1
+        intake = getattr(scheduler_of(self.crawler), "intake", None)
+        if intake is not None:
+            self.quality += max(0.0, intake.quality_of(request))
+
+    def log_status(self) -> None:
+        snap = self.status()
+        states, crawl = snap["states"], snap["crawl"]
+        reasons = ", ".join(f"{why} {n}" for why, n in snap["reasons"].items()) or "none"
+        logger.info(
+            "Frontier: %(session)d hosts in session, %(ready)d ready, %(waiting)d waiting, "
+            "%(given_up)d given up (%(reasons)s); %(pending)s requests pending; "
+            "%(pages)d pages, quality %(quality).2f",
+            {
+                "session": states["in session"],
+                "ready": states["ready"],
+                "waiting": states["waiting"],
+                "given_up": states["given up"],
+                "reasons": reasons,
+                "pending": crawl.get("pending", "?"),
+                "pages": crawl["pages"],
+                "quality": crawl["quality"],
+            },
+            extra={"spider": getattr(self.crawler, "spider", None)},
+        )
+
+    # -- life cycle --------------------------------------------------------------------
+
+    def spider_opened(self, spider: Spider) -> None:
+        from twisted.internet import reactor, task
+
+        self._started = time.monotonic()
+        if self.interval:
+            self._loop = task.LoopingCall(self.log_status)
+            self._loop.start(self.interval, now=False)
+        if self.port is None:
+            return
+        from twisted.internet.error import CannotListenError
+        from twisted.web.server import Site
+
+        from .web import LiveResource
+
+        try:
+            self._listening = reactor.listenTCP(
+                self.port, Site(LiveResource(self.token, self.status)), interface=self.host
+            )
+        except CannotListenError as exc:
+            logger.error(
+                "The live view cannot listen on %(host)s:%(port)s (TWOLEVEL_WEB_HOST, "
+                "TWOLEVEL_WEB_PORT): %(error)s. The crawl goes on without it.",
+                {"host": self.host, "port": self.port, "error": exc.socketError},
+                extra={"spider": spider},
+            )
+            return
+        port = self._listening.getHost().port
+        shown = f"[{self.host}]" if ":" in self.host else self.host
+        self.url = f"http://{shown}:{port}/?token={self.token}"
+        logger.info("Live view of this crawl: %(url)s", {"url": self.url}, extra={"spider": spider})
+
+    def spider_closed(self, spider: Spider) -> Any:
+        if self._loop is not None and self._loop.running:
+            self._loop.stop()
+        if self._listening is not None:
+            listening, self._listening = self._listening, None
+            return listening.stopListening()
+        return None
