@@ -4,6 +4,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
+# The live view's browser test drives Debian's headless Chromium (tests/test_live_browser.py).
+if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then
+  SUDO=$([ "$(id -u)" = 0 ] || echo sudo)
+  $SUDO apt-get install -y -q --no-install-recommends chromium chromium-driver >/dev/null \
+    || { $SUDO apt-get update -q >/dev/null && \
+         $SUDO apt-get install -y -q --no-install-recommends chromium chromium-driver >/dev/null; }
+fi
 .venv/bin/python -m pip install -q --disable-pip-version-check -e ".[test]"
 .venv/bin/ruff check .
 .venv/bin/python -m sphinx -W -q -b html docs docs/_build/html

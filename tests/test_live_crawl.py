@@ -31,19 +31,20 @@ def get(url, headers=None):
         return reply.status, reply.headers.get("content-type"), reply.read()
 
 
-@pytest.fixture
-def live_crawl(tmp_path):
+def start_live_crawl(tmp_path, hosts=8, pages=25, response_delay=0.05):
     """A ``scrapy crawl testweb`` of the example project with ``TWOLEVEL_WEB_PORT=0``,
-    against a test web served by its own process; yields (process, log path, web)."""
-    quick = HostProfile(connect_delay=0.002, response_delay=0.05)
+    against a test web served by its own process (its first host refuses connections, its
+    second resets them, its last two refuse requests faster than one per 0.5 s with 429
+    and ``Retry-After``); returns (process, log path, server)."""
+    quick = HostProfile(connect_delay=0.002, response_delay=response_delay)
     limited = HostProfile(connect_delay=0.002, response_delay=0.01, min_interval=0.5)
     web = generate_web(
-        8,
-        25,
+        hosts,
+        pages,
         seed=31,
-        n_seeds=8,
+        n_seeds=hosts,
         links_per_page=4,
-        host_profiles=[quick] * 6 + [limited] * 2,
+        host_profiles=[quick] * (hosts - 2) + [limited] * 2,
         failures={0: "refuse", 1: "reset"},
     )
     workdir = tmp_path / "server"
@@ -69,26 +70,41 @@ def live_crawl(tmp_path):
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), str(PROJECT)])}
     with open(log, "w") as out:
         proc = subprocess.Popen(cmd, cwd=PROJECT, stdout=subprocess.DEVNULL, stderr=out, env=env)
+    return proc, log, server
+
+
+def stop_live_crawl(proc, server):
+    if proc.poll() is None:
+        proc.kill()
+    proc.wait()
+    server.stop()
+
+
+def live_url(log):
+    """The dashboard's URL, once the crawl has logged it: (base, token)."""
+    found = {}
+
+    def logged():
+        found["match"] = re.search(r"Live view of this crawl: (\S+)", log.read_text())
+        return found["match"]
+
+    wait_until(logged, "the live view's URL in the log")
+    base, token = found["match"].group(1).split("/?token=")
+    return base, token
+
+
+@pytest.fixture
+def live_crawl(tmp_path):
+    proc, log, server = start_live_crawl(tmp_path)
     try:
-        yield proc, log, web
+        yield proc, log
     finally:
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait()
-        server.stop()
+        stop_live_crawl(proc, server)
 
 
 def test_status_and_metrics_show_each_state_and_need_the_token(live_crawl):
-    proc, log, _web = live_crawl
-    found = {}
-
-    def url():
-        match = re.search(r"Live view of this crawl: (\S+)", log.read_text())
-        found["url"] = match and match.group(1)
-        return found["url"]
-
-    wait_until(url, "the live view's URL in the log")
-    base, token = found["url"].split("/?token=")
+    proc, log = live_crawl
+    base, token = live_url(log)
     seen_states, seen_reasons = set(), set()
 
     def look():
@@ -115,6 +131,7 @@ def test_status_and_metrics_show_each_state_and_need_the_token(live_crawl):
         with pytest.raises(urllib.error.HTTPError) as refused:
             get(bad)
         assert refused.value.code == 403
+        refused.value.close()
     assert base.startswith("http://127.0.0.1:")  # loopback only, by default
 
     assert proc.wait(timeout=120) == 0
