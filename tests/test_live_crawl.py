@@ -140,3 +140,70 @@ def test_status_and_metrics_show_each_state_and_need_the_token(live_crawl):
     # Failing hosts make Scrapy log their download errors; nothing of ours may fail.
     assert not re.search(r"\[scrapy_twolevel[^\]]*\] ERROR|Unhandled error", text), text[-3000:]
     assert "scrapy_twolevel/live" not in text
+
+
+def test_twolevel_status_reads_the_jobdir_of_a_crawl_killed_with_9(tmp_path):
+    """``scrapy twolevel status SPIDER -s JOBDIR=...`` on a crawl killed mid-way: its
+    pending requests (leases included) and the hosts with the most, read-only, so the
+    crawl still resumes and fetches every page."""
+    from crawl_helpers import crawl, crawl_process, free_port
+    from test_crash import SAFE, read_log
+
+    web = generate_web(
+        6, 20, seed=37, n_seeds=2, links_per_page=5,
+        host_profiles=[HostProfile(connect_delay=0.002, response_delay=0.04)] * 6,
+    )  # fmt: skip
+    jobdir = tmp_path / "job"
+    settings = {
+        **SAFE,
+        "JOBDIR": str(jobdir),
+        "CONCURRENT_REQUESTS": 2,
+        "TWOLEVEL_COMMIT_INTERVAL": 0.1,  # committed before the kill
+    }
+    port = free_port()
+    log = tmp_path / "fetched.log"
+    settings["FETCH_LOG"] = str(log)  # what each run fetched, surviving the kill
+    killed = {
+        **settings,
+        "EXTENSIONS": {"crawl_helpers.FetchLog": 0, "crawl_helpers.KillAfterResponses": 1},
+        "KILL_AFTER_RESPONSES": 25,
+    }
+    proc, _ = crawl_process(tmp_path, web, killed, port=port)
+    assert proc.returncode == -9, proc.stderr[-3000:]
+
+    def status(*extra):
+        scrapy = Path(sys.executable).with_name("scrapy")
+        done = subprocess.run(
+            [str(scrapy), "twolevel", "status", "testweb", "-s", f"JOBDIR={jobdir}", *extra],
+            cwd=PROJECT, capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr[-2000:]
+        return done.stdout
+
+    report = json.loads(status("--json"))
+    assert report["pending"] > 0 and report["hosts_with_requests"] >= 1
+    assert (
+        sum(row["queued"] for row in report["hosts"]) + report["without_host"] == report["pending"]
+    )
+    assert report["seen_keys"] >= 25  # every page fetched was let through by a seen key
+    assert report["hosts"] == sorted(report["hosts"], key=lambda r: (-r["queued"], r["host"]))
+    text = status()
+    assert f"{report['pending']} requests pending" in text
+    assert report["hosts"][0]["host"] in text
+
+    resumed = {**settings, "EXTENSIONS": {"crawl_helpers.FetchLog": 0}}
+    final = crawl(tmp_path, web, resumed, port=port)  # untouched by status: it resumes
+    assert final.crawl_stats["finish_reason"] == "finished"
+    assert final.crawl_stats["twolevel/leases_resumed"] == report["leased"]
+    page_of = {web.url(page, port): page for page in range(len(web.pages))}
+    assert {page_of[url] for _, url in read_log(log)} == web.reachable()
+
+
+def test_twolevel_status_on_a_jobdir_without_a_crawl_says_so(tmp_path):
+    scrapy = Path(sys.executable).with_name("scrapy")
+    done = subprocess.run(
+        [str(scrapy), "twolevel", "status", "-s", f"JOBDIR={tmp_path}"],
+        cwd=PROJECT, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 1
+    assert "no scrapy_twolevel crawl has used this JOBDIR" in done.stdout

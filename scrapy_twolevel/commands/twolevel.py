@@ -1,4 +1,7 @@
-"""``scrapy twolevel status|reset [SPIDER]``: look at (or clear) a distributed crawl in Redis.
+"""``scrapy twolevel status|reset [SPIDER]``: look at (or clear) a distributed crawl in Redis,
+or (``status`` with ``-s JOBDIR=...`` and no ``TWOLEVEL_REDIS_URL``) at a crawl's
+``JOBDIR``, running or dead: pending requests, the hosts with the most, their best queued
+quality and saved estimates (:mod:`scrapy_twolevel.storage.jobdir_status`).
 
 ``status`` prints the nodes of the crawl (alive or not, buckets owned and held, pending
 requests, inbox length) and the requests pending in buckets nobody holds (a dead node's,
@@ -26,8 +29,8 @@ ACTIONS = ("status", "reset")
 
 class Command(ReportCommand):
     requires_project = False
-    usage = "status|reset [<spider>] [--crawl-id ID]"
-    description = "Show or reset a distributed crawl in Redis"
+    usage = "status|reset [<spider>] [--crawl-id ID] [-s JOBDIR=DIR]"
+    description = "Show or reset a distributed crawl in Redis, or show a crawl's JOBDIR"
 
     def add_options(self, parser: argparse.ArgumentParser) -> None:
         super().add_options(parser)
@@ -47,6 +50,13 @@ class Command(ReportCommand):
         if not args or args[0] not in ACTIONS or len(args) > 2:
             raise UsageError()
         assert self.settings is not None
+        if (
+            args[0] == "status"
+            and self.settings.get("JOBDIR")
+            and not self.settings.get("TWOLEVEL_REDIS_URL")
+        ):
+            self.exitcode = jobdir(self.settings["JOBDIR"], as_json=opts.json)
+            return
         try:
             config = ClusterConfig.from_settings(self.settings)
         except SettingsError as exc:
@@ -75,6 +85,20 @@ class Command(ReportCommand):
 
         report = status(redis, crawl_id)
         print(json.dumps(report, indent=2) if opts.json else render(report))
+
+
+def jobdir(path: str, *, as_json: bool) -> int:
+    """Print a JOBDIR's status; 1 if it holds no readable twolevel frontier."""
+    from ..errors import StateError
+    from ..storage.jobdir_status import jobdir_status, render_jobdir_status
+
+    try:
+        report = jobdir_status(path)
+    except StateError as exc:
+        print(exc)
+        return 1
+    print(json.dumps(report, indent=2) if as_json else render_jobdir_status(report))
+    return 0
 
 
 def render(report: dict[str, Any]) -> str:
