@@ -117,6 +117,7 @@ class Node:
             code = self.proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             self.proc.kill()
+            self.proc.wait()  # reaped here: not left for a later test's garbage collection
             raise AssertionError(f"{self.name} did not finish:\n{self.log()[-3000:]}") from None
         if self.copier is not None:
             self.copier.join(timeout=30)

@@ -161,3 +161,34 @@ def test_a_node_is_alive_from_the_moment_it_is_a_member(redis_crawl):
     b._change(lambda table: table.join("b"), add="b")  # joined, no heartbeat yet
     assert a.reap() == {}
     assert client.pttl(f"twolevel:{crawl_id}:alive:b") > 0
+
+
+def test_a_connection_lost_in_the_middle_of_a_change_raises_instead_of_looping(tmp_path):
+    """redis-py turns a connection lost while keys are watched into a WatchError; the
+    change took it for contention and retried at once, for ever while Redis was away
+    (a node joining while its connections were killed hung with nothing in its log). It
+    is a connection error now, which the node's retries and warnings handle."""
+    from test_distributed_crawl import start_private_redis
+
+    proc, killer = start_private_redis(tmp_path / "redis")
+    try:
+        port = killer.connection_pool.connection_kwargs["port"]
+        client = redis.Redis(port=port)
+        kills = []
+
+        class CutOff(Registry):
+            @staticmethod
+            def _leave(table, node_id):
+                if len(kills) < 20:  # then let it through: a loop would end, and fail below
+                    kills.append(killer.execute_command("CLIENT KILL TYPE normal SKIPME yes"))
+                return Registry._leave(table, node_id)
+
+        Registry(client, "cut", "a", buckets=100).join()
+        Registry(client, "cut", "b", buckets=100).join()
+        with pytest.raises(redis.ConnectionError, match="while watching"):
+            CutOff(client, "cut", "a", buckets=100).leave()
+        assert len(kills) == 1  # raised at the first lost connection, not retried
+        assert client.sismember("twolevel:cut:members", "a")  # nothing was written
+    finally:
+        proc.kill()
+        proc.wait()

@@ -250,7 +250,12 @@ class Registry:
                     if remove is not None:
                         pipe.srem(self.key("members"), remove)
                     pipe.execute()
-                except redis_lib.WatchError:
-                    continue
+                except redis_lib.WatchError as exc:
+                    if "Error occurred while watching" in str(exc):
+                        # redis-py's word for a connection lost mid-transaction: retrying
+                        # at once looped for ever while Redis was away; the caller's
+                        # retries (with their pauses and warnings) take it from here.
+                        raise redis_lib.ConnectionError(str(exc)) from exc
+                    continue  # the watched keys changed: compute the change again
             self.refresh()
             return moves
