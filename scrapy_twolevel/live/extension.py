@@ -30,6 +30,9 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
+#: Seconds a snapshot without named hosts is served again (see :meth:`LiveView.status`).
+REUSE = 1.0
+
 
 class LiveView:
     """See the module docstring."""
@@ -49,6 +52,7 @@ class LiveView:
         self._started = time.monotonic()
         self._listening: Any = None
         self._loop: Any = None
+        self._last: tuple[float, dict[str, Any]] | None = None
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
@@ -71,7 +75,18 @@ class LiveView:
     # -- what it shows -----------------------------------------------------------------
 
     def status(self, named: list[str] | None = None) -> dict[str, Any]:
-        """The snapshot, with the crawl-wide figures only the crawl knows."""
+        """The snapshot, with the crawl-wide figures only the crawl knows. One without
+        named hosts is reused for :data:`REUSE` seconds: every open dashboard and every
+        scraper asks, and a snapshot scores every host (0.1 s at 100,000 hosts)."""
+        now = time.monotonic()
+        if not named and self._last is not None and now - self._last[0] < REUSE:
+            return self._last[1]
+        snap = self._status(named)
+        if not named:
+            self._last = (now, snap)
+        return snap
+
+    def _status(self, named: list[str] | None) -> dict[str, Any]:
         elapsed = time.monotonic() - self._started
         in_downloader = requests_in_downloader(self.crawler)
         crawl = {
