@@ -129,3 +129,39 @@ def test_prometheus_text_names_every_state_and_escapes_labels():
     samples = [line for line in lines if not line.startswith("#")]
     assert samples and all(line.split("{")[0].split()[0] in declared for line in samples)
     assert "twolevel_requests_in_flight" not in text  # not given: left out, not 0
+
+
+def test_topics_show_their_class_slice_and_who_serves():
+    """With topics: one row per topic; after the urgent topic preempted bulk, urgent is
+    serving (1 of its 16-request slice used) and bulk counts one preemption."""
+    from scrapy_twolevel.frontier.topic_frontier import (
+        TopicFrontier,
+        TopicSelector,
+        TopicSpec,
+        topic_lane,
+    )
+
+    clock = FakeClock()
+    selector = TopicSelector(
+        [TopicSpec("bulk", priority=2), TopicSpec("urgent", priority=1)], clock
+    )
+    f = TopicFrontier.build(
+        selector,
+        lambda name, lock, sequence: TwoLevelFrontier(
+            BreadthFirst(), PARAMS, None, host_lock=lock, lock_owner=name, sequence=sequence,
+            clock=clock,
+        ),
+    )  # fmt: skip
+    for i in range(3):
+        f.push(topic_lane("bulk", f"h{i}.example"), 0.0, f"bulk{i}")
+    f.pop()
+    f.push(topic_lane("urgent", "u.example"), 0.0, "urgent")
+    f.pop()
+    snap = snapshot(f, clock.now)
+    topics = {row["topic"]: row for row in snap["topics"]}
+    assert topics["urgent"]["running"] and not topics["bulk"]["running"]
+    assert (topics["urgent"]["priority"], topics["bulk"]["priority"]) == (1, 2)
+    assert topics["urgent"]["remaining"] == topics["urgent"]["slice_len"] - 1
+    assert topics["bulk"]["preemptions"] == 1 and topics["bulk"]["pending"] == 2
+    assert snap["crawl"]["pending"] == 2 and snap["states"]["in session"] == 2
+    assert "topics" not in snapshot(driven_frontier()[0], 100.5)  # only with topics

@@ -121,7 +121,7 @@ def snapshot(
         key=lambda h: ranking.policy.score(h.queue, h.estimate, ranking.params),
     ):
         shown[host.key] = host
-    return {
+    snap = {
         "schema": SCHEMA_VERSION,
         "crawl": {
             "policy": ranking.policy.name,
@@ -133,3 +133,26 @@ def snapshot(
         "reasons": dict(sorted(why.items())),
         "hosts": [host_row(ranking, host, now) for host in shown.values()],
     }
+    if hasattr(frontier, "selector"):
+        snap["topics"] = topic_rows(frontier, now)
+    return snap
+
+
+def topic_rows(frontier: Any, now: float) -> list[dict[str, Any]]:
+    """Per topic (``TWOLEVEL_TOPICS``): its priority class (lower is more urgent), the
+    slice it is given and what is left of it, whether it is serving now, its pending
+    requests and its counts (see :mod:`~scrapy_twolevel.frontier.topic_frontier`)."""
+    selector = frontier.selector
+    return [
+        {
+            "topic": name,
+            "priority": state.spec.priority,
+            "running": selector.running == name,
+            "pending": frontier.pending(name),
+            "quota": state.spec.quota,
+            **{
+                k: round(v, 3) if isinstance(v, float) else v for k, v in state.to_dict(now).items()
+            },
+        }
+        for name, state in selector.state.items()
+    ]
