@@ -11,6 +11,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -207,3 +208,37 @@ def test_twolevel_status_on_a_jobdir_without_a_crawl_says_so(tmp_path):
     )  # fmt: skip
     assert done.returncode == 1
     assert "no scrapy_twolevel crawl has used this JOBDIR" in done.stdout
+
+
+def test_status_shows_the_planned_seed_refetches_of_a_recrawl(tmp_path):
+    """The news spider (``TWOLEVEL_RECRAWL`` on a sped-up clock): ``/status.json`` lists
+    both seeds' next refetches, soonest first, once they were fetched and planned."""
+    log = tmp_path / "news.log"
+    cmd = [str(Path(sys.executable).with_name("scrapy")), "crawl", "news"]
+    for setting in (
+        f"JOBDIR={tmp_path / 'job'}",
+        f"TWOLEVEL_RECRAWL_TIME_ORIGIN={time.time()}",
+        "TWOLEVEL_RECRAWL_DURATION=8",
+        "TWOLEVEL_WEB_PORT=0",
+    ):
+        cmd += ["-s", setting]
+    with open(log, "w") as out:
+        proc = subprocess.Popen(cmd, cwd=PROJECT, stdout=subprocess.DEVNULL, stderr=out)
+    try:
+        base, token = live_url(log)
+        found = {}
+
+        def planned():
+            found["seeds"] = json.loads(get(f"{base}/status.json?token={token}")[2]).get("seeds")
+            return found["seeds"] and len(found["seeds"]) == 2
+
+        wait_until(planned, "both seeds planned", timeout=30)
+        seeds = found["seeds"]
+        assert {row["seed"] for row in seeds} == {"news/day", "news/night"}
+        assert seeds[0]["due_in_s"] <= seeds[1]["due_in_s"]
+        assert all(row["interval_s"] is None or row["interval_s"] > 0 for row in seeds)
+        assert proc.wait(timeout=120) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

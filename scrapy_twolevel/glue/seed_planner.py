@@ -325,6 +325,24 @@ class SeedPlanner:
         for seed in seeds:
             self._plans.pop(seed, None)  # its heap entry is skipped as stale
 
+    def plan_rows(self, limit: int) -> list[dict[str, Any]]:
+        """The next ``limit`` planned refetches, soonest first, for the live view: in how
+        many planner seconds each is due, its last interval, the model's rate now."""
+        now, predictor = self.clock(), self.planner.predictor
+        rows = []
+        for plan in heapq.nsmallest(limit, self._plans.values(), key=lambda p: p.due):
+            rate = predictor.rate(plan.seed, now) if predictor is not None else None
+            interval = self._intervals.get(plan.seed)
+            rows.append(
+                {
+                    "seed": plan.seed,
+                    "due_in_s": round(plan.due - now, 1),
+                    "interval_s": None if interval is None else round(interval, 1),
+                    "articles_per_hour": None if rate is None else round(3600 * rate, 3),
+                }
+            )
+        return rows
+
     def pending(self) -> bool:
         """Whether the crawl must stay open for planned refetches."""
         return bool(self._plans) and not self.expired

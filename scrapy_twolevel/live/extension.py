@@ -96,7 +96,8 @@ class LiveView:
             "elapsed_s": round(elapsed, 1),
             "pages_per_min": round(60 * self.pages / elapsed, 1) if elapsed > 0 else 0.0,
         }
-        frontier = getattr(scheduler_of(self.crawler), "frontier", None)
+        scheduler = scheduler_of(self.crawler)
+        frontier = getattr(scheduler, "frontier", None)
         if frontier is None:  # not this package's scheduler, or not open
             states = dict.fromkeys(STATES, 0)
             return {
@@ -106,7 +107,11 @@ class LiveView:
                 "reasons": {},
                 "hosts": [],
             }
-        return snapshot(frontier, frontier.now(), top=self.top, named=named or (), crawl=crawl)
+        snap = snapshot(frontier, frontier.now(), top=self.top, named=named or (), crawl=crawl)
+        seeds = getattr(scheduler, "seeds", None)  # TWOLEVEL_RECRAWL
+        if seeds is not None:
+            snap["seeds"] = seeds.plan_rows(self.top)
+        return snap
 
     def response_received(self, response: Response, request: Request, spider: Spider) -> None:
         self.pages += 1

@@ -10,7 +10,10 @@ from scrapy_twolevel.testweb.news import NewsSpider as _NewsSpider
 class NewsSpider(_NewsSpider):
     name = "news"
     custom_settings = {
-        "EXTENSIONS": {"scrapy_twolevel.testweb.news.EmbeddedNewsSite": 0},
+        "EXTENSIONS": {
+            "scrapy_twolevel.testweb.news.EmbeddedNewsSite": 0,
+            "scrapy_twolevel.live.extension.LiveView": 500,  # -s TWOLEVEL_WEB_PORT=0: plans
+        },
         "SPIDER_MIDDLEWARES": {"scrapy_twolevel.seeds.SeedMiddleware": 950},
         "TWOLEVEL_RECRAWL": True,
         "TWOLEVEL_RECRAWL_TIME_SCALE": 3600,
