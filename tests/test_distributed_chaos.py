@@ -151,3 +151,49 @@ def test_requests_that_cannot_be_encoded_are_not_lost_when_buckets_move(
     assert stay.get("twolevel/redis/unroutable", 0) + left.get("twolevel/redis/unroutable", 0) == 0
     assert set(fetched(server)) == web.reachable()  # no page lost
     assert max(server.stats().max_concurrent_requests_per_host().values()) == 1
+
+
+def test_the_live_view_of_a_distributed_node_shows_the_bucket_table(
+    tmp_path, web_server, redis_crawl, redis_url
+):
+    """Two nodes with the dashboard on: each node's ``/status.json`` names the crawl and
+    the node, and shows the table of its last tick (both nodes, every bucket once)."""
+    import re
+    import urllib.request
+
+    from test_distributed_crawl import BUCKETS
+
+    _client, crawl_id = redis_crawl
+    web = slow_web(hosts=8, pages=20, seed=43)
+    server = web_server(web)
+    live = {
+        "EXTENSIONS": {"scrapy_twolevel.live.extension.LiveView": 500},
+        "TWOLEVEL_WEB_PORT": 0,
+    }
+    server.hold()  # until both nodes are in: the crawl cannot end before it is looked at
+    nodes = [Node(tmp_path, f"v{i}", server, redis_url, crawl_id, **live) for i in range(2)]
+    for node in nodes:
+        wait_until(lambda node=node: "Joined crawl" in node.log(), f"{node.name} to join")
+    found = {}
+
+    def url():
+        found["m"] = re.search(r"Live view of this crawl: (\S+)", nodes[0].log())
+        return found["m"]
+
+    wait_until(url, "v0's live view URL")
+    base, token = found["m"].group(1).split("/?token=")
+
+    def both_in_table():
+        with urllib.request.urlopen(f"{base}/status.json?token={token}", timeout=10) as r:
+            found["cluster"] = json.loads(r.read())["cluster"]
+        return len(found["cluster"]["buckets_owned"]) == 2
+
+    wait_until(both_in_table, "both nodes in v0's table")
+    cluster = found["cluster"]
+    assert (cluster["crawl_id"], cluster["node"]) == (crawl_id, "v0")
+    assert sum(cluster["buckets_owned"].values()) == BUCKETS
+    assert 0 <= cluster["buckets_held_here"] <= BUCKETS
+    server.release()
+    for node in nodes:
+        node.finished()
+    assert fetched(server) == {page: 1 for page in web.reachable()}

@@ -111,6 +111,9 @@ class LiveView:
         seeds = getattr(scheduler, "seeds", None)  # TWOLEVEL_RECRAWL
         if seeds is not None:
             snap["seeds"] = seeds.plan_rows(self.top)
+        backend = getattr(scheduler, "backend", None)
+        if getattr(backend, "node", None) is not None:  # TWOLEVEL_REDIS_URL
+            snap["cluster"] = cluster_view(backend)
         return snap
 
     def response_received(self, response: Response, request: Request, spider: Spider) -> None:
@@ -180,3 +183,19 @@ class LiveView:
             listening, self._listening = self._listening, None
             return listening.stopListening()
         return None
+
+
+def cluster_view(backend: Any) -> dict[str, Any]:
+    """The distributed mode as this node knows it without a Redis round trip (the view is
+    read on the reactor): the bucket table of its last tick, what it holds, its leases and
+    counts. Inbox depths and other nodes' pending requests need Redis: ``scrapy twolevel
+    status`` reads them."""
+    node, counts = backend.node, backend.counts
+    return {
+        "crawl_id": backend.crawl_id,
+        "node": backend.node_id,
+        "buckets_owned": node.registry.table.counts(),
+        "buckets_held_here": len(node.held),
+        "leases_outstanding": backend.leases_outstanding(),
+        **{key: counts[key] for key in ("routed_in", "routed_out", "reaped", "rejoined", "loaded")},
+    }
