@@ -518,6 +518,7 @@ def test_connections_dropped_every_half_second_lose_nothing(tmp_path, web_server
             kills.append(client.execute_command("CLIENT KILL TYPE normal SKIPME yes"))
 
     thread = threading.Thread(target=killer, daemon=True)
+    nodes = []
     try:
         url = f"redis://127.0.0.1:{port}/0"
         nodes = [Node(tmp_path, f"k{i}", server, url, "dropped") for i in range(2)]
@@ -526,6 +527,10 @@ def test_connections_dropped_every_half_second_lose_nothing(tmp_path, web_server
     finally:
         stop.set()
         thread.join()
+        for node in nodes:  # a node left running would outlive the test
+            if node.proc.poll() is None:
+                node.proc.kill()
+                node.proc.wait()
         redis_proc.kill()
         redis_proc.wait()
     assert sum(kills) > 0  # connections were dropped while they crawled

@@ -253,10 +253,12 @@ class Node:
         self._beat_at = self._clock()
         self.held = set()
 
-    def first_sync(self, attempts: int = 5, pause: float = 0.2) -> SyncResult:
+    def first_sync(self, attempts: int = 20, pause: float = 0.2) -> SyncResult:
         """Join and do the first tick, at start-up: a dropped connection there is retried
-        (``attempts`` times, the pause doubling) instead of stopping the crawl, and a tick
-        that fails after its commit leaves the rest to the next tick."""
+        (``attempts`` times, the pause doubling up to 2 s: about 35 s in all) instead of
+        stopping the crawl, and a tick that fails after its commit leaves the rest to the
+        next tick. (Five tries, 3 s in all, were not enough on a loaded machine whose
+        connections were killed twice a second: a join is several round trips.)"""
         import redis
 
         for attempt in range(attempts):
@@ -268,7 +270,7 @@ class Node:
             except (redis.ConnectionError, redis.TimeoutError):
                 if attempt == attempts - 1:
                     raise
-                time.sleep(pause * 2**attempt)
+                time.sleep(min(pause * 2**attempt, 2.0))
         raise AssertionError("unreachable")
 
     def may_dispatch(self) -> bool:
