@@ -61,7 +61,8 @@ def test_the_dashboard_fills_updates_sorts_and_filters_in_chromium(tmp_path):
         wait.until(lambda _: len(rows()) >= 3)
         first = pages()
         wait.until(lambda _: pages() > first)  # it updates itself, no reload
-        assert driver.find_element(By.ID, "policy").text == "crawl-capability"
+        policy = driver.find_element(By.ID, "policy").text
+        assert policy.startswith("crawl-capability (") and "alpha 0.8" in policy
 
         # Sort by queued requests, ascending (a click on the header; the first click sorts
         # descending, the second ascending).

@@ -76,7 +76,20 @@ def test_each_host_is_in_one_state_and_says_why():
     assert snap["schema"] == SCHEMA_VERSION
     assert snap["states"] == {"in session": 1, "waiting": 2, "ready": 1, "given up": 1, "idle": 1}
     # Queued: 2 of open, 1 of refuser, 1 of failing, 1 of late (capped's was dropped).
-    assert snap["crawl"] == {"policy": "breadth-first", "pending": 5, "hosts": 6, "pages": 4}
+    assert snap["crawl"] == {
+        "policy": "breadth-first",
+        "policy_params": {
+            "default_requests_per_connection": 50.0,
+            "keepalive_speedup": 1.2,
+            "alpha": 0.8,
+            "default_connection_time": 0.01,
+            "default_response_time": 0.01,
+        },
+        "max_open_hosts": None,
+        "pending": 5,
+        "hosts": 6,
+        "pages": 4,
+    }
     assert snap["reasons"] == {
         "given up: budget": 1,
         "waiting: backoff": 1,

@@ -22,6 +22,7 @@ No Scrapy here.
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 from collections import Counter
 from collections.abc import Iterable
@@ -125,6 +126,9 @@ def snapshot(
         "schema": SCHEMA_VERSION,
         "crawl": {
             "policy": ranking.policy.name,
+            # The cost model's constants (TWOLEVEL_* settings: see docs/settings.rst).
+            "policy_params": dataclasses.asdict(ranking.params),
+            "max_open_hosts": ranking.max_open_hosts,
             "pending": len(frontier),
             "hosts": sum(counts.values()),
             **(crawl or {}),
