@@ -193,6 +193,8 @@ def test_the_live_view_of_a_distributed_node_shows_the_bucket_table(
     assert (cluster["crawl_id"], cluster["node"]) == (crawl_id, "v0")
     assert sum(cluster["buckets_owned"].values()) == BUCKETS
     assert 0 <= cluster["buckets_held_here"] <= BUCKETS
+    assert cluster["inbox_depth"] >= 0
+    assert set(cluster["buckets_moving"]) == {"draining", "loading"}
     server.release()
     for node in nodes:
         node.finished()

@@ -178,3 +178,50 @@ def test_topics_show_their_class_slice_and_who_serves():
     assert topics["bulk"]["preemptions"] == 1 and topics["bulk"]["pending"] == 2
     assert snap["crawl"]["pending"] == 2 and snap["states"]["in session"] == 2
     assert "topics" not in snapshot(driven_frontier()[0], 100.5)  # only with topics
+
+
+#: The schema of /status.json (docs/watching.rst), as types: every field, no other.
+NUMBER = (int, float)
+ROW_SCHEMA = {
+    "host": str, "state": str, "why": str, "wait_s": (float, type(None)), "queued": int,
+    "best_quality": (float, type(None)), "score": NUMBER,
+    "terms": {"P": int, "T": NUMBER, "sum_Q": NUMBER, "S": NUMBER},
+    "connection_s": NUMBER, "response_s": NUMBER, "service_s": NUMBER,
+    "requests_per_connection": NUMBER, "fetched": int, "sessions": int,
+    "failures_in_a_row": int, "failed_sessions": int, "refusals": int,
+}  # fmt: skip
+SNAPSHOT_SCHEMA = {
+    "schema": int,
+    "crawl": {
+        "policy": str,
+        "policy_params": dict,
+        "max_open_hosts": (int, type(None)),
+        "pending": int,
+        "hosts": int,
+    },
+    "states": {state: int for state in ("in session", "waiting", "ready", "given up", "idle")},
+    "reasons": dict,
+    "hosts": [ROW_SCHEMA],
+}
+
+
+def check(value, schema, where="snapshot"):
+    if isinstance(schema, dict):
+        assert isinstance(value, dict), where
+        assert set(value) == set(schema), (where, set(value) ^ set(schema))
+        for key, sub in schema.items():
+            check(value[key], sub, f"{where}.{key}")
+    elif isinstance(schema, list):
+        assert isinstance(value, list), where
+        for i, item in enumerate(value):
+            check(item, schema[0], f"{where}[{i}]")
+    else:
+        assert isinstance(value, schema) and not isinstance(value, bool), (where, value)
+
+
+def test_the_snapshot_follows_its_documented_schema_after_a_json_round_trip():
+    f, clock = driven_frontier()
+    snap = json.loads(json.dumps(snapshot(f, clock.now, top=10)))
+    check(snap, SNAPSHOT_SCHEMA)
+    assert snap["hosts"]  # rows were checked
+    assert all(isinstance(n, int) for n in snap["reasons"].values())

@@ -90,6 +90,8 @@ class SyncResult:
     damaged_seen: list[int] = field(default_factory=list)
     #: Duplicate seen keys removed from the buckets taken (:meth:`.SeenLog.compact`).
     seen_compacted: int = 0
+    #: Entries in this node's inbox (read with the heartbeat; ``None``: not read).
+    inbox_depth: int | None = None
     round_trips: int = 0
     #: CPU seconds the tick took in its thread (client-side cost of the Redis I/O).
     cpu: float = 0.0

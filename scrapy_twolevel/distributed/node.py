@@ -323,12 +323,14 @@ class Node:
         result = SyncResult()
         now = self._clock()
         if now - self._beat_at >= self.ttl / 5:
-            result.round_trips += 2
+            result.round_trips += 3
             try:
                 self.registry.heartbeat()
             except NotAMember:
                 batch = self._rejoin(batch, result)
             self._beat_at = now
+            assert self.inbox is not None
+            result.inbox_depth = self.inbox.pending()  # for the live view
         if now - self._reap_at >= self.ttl / 2:
             self._reap_at = now
             result.round_trips += 1

@@ -147,6 +147,7 @@ class Cluster:
         )
         self.counts: Counter[str] = Counter()
         self.sync_cpu = 0.0  # CPU seconds spent in the Redis thread
+        self.inbox_depth = 0  # entries in this node's inbox, read with its heartbeats
 
     def history_store(self) -> RedisHistoryStore:
         """The crawl's recrawl history in Redis (:mod:`.distributed.history`); its writes,
@@ -222,12 +223,7 @@ class Cluster:
             try:
                 yield threads.deferToThreadPool(reactor, self._pool, self._leave, batch)
             except Exception as exc:
-                logger.error(
-                    "Could not leave crawl %(crawl)s cleanly (%(error)s): the other nodes will "
-                    "reap this node after TWOLEVEL_NODE_TTL and fetch its leased requests.",
-                    {"crawl": self.crawl_id, "error": exc},
-                    extra={"spider": self._reporter.spider},
-                )
+                self._reporter.leave_failed(self.crawl_id, exc)
             finally:
                 self._pool.stop()
                 self._report()
@@ -370,6 +366,10 @@ class Cluster:
     def dispatched(self) -> None:
         return None
 
+    def handing_over(self) -> dict[str, int]:
+        """Buckets moving: given away and still draining here, taken and still loading."""
+        return {"draining": len(self._draining), "loading": len(self._loader.loading)}
+
     def leases_outstanding(self) -> int:
         """Requests handed out whose end is not yet committed to Redis: what a crash now
         would have the other nodes fetch again."""
@@ -442,10 +442,7 @@ class Cluster:
         except Exception:
             # Never stop the ticks: a node without heartbeats is reaped and stays out.
             self.counts["apply_errors"] += 1
-            logger.exception(
-                "Applying a tick's result failed; the node goes on ticking.",
-                extra={"spider": self._reporter.spider},
-            )
+            self._reporter.apply_failed()
         finally:
             self._arm(self.config.sync_interval)
 
@@ -482,6 +479,8 @@ class Cluster:
             self._forget_everything()
             self.node.rejoins_applied = self.node.rejoins
         self._owned = result.owned
+        if result.inbox_depth is not None:
+            self.inbox_depth = result.inbox_depth
         given = [b for b in self._held if b not in result.owned]
         for bucket in given:
             # Its queued copies go stale (Redis has them), but for those it has not.

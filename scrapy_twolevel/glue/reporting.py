@@ -71,6 +71,21 @@ class Reporter:
     def info(self, message: str, args: dict[str, Any] | None = None) -> None:
         logger.info(message, *((args,) if args else ()), extra={"spider": self.spider})
 
+    def leave_failed(self, crawl_id: str, error: Exception) -> None:
+        logger.error(
+            "Could not leave crawl %(crawl)s cleanly (%(error)s): the other nodes will reap "
+            "this node after TWOLEVEL_NODE_TTL and fetch its leased requests.",
+            {"crawl": crawl_id, "error": error},
+            extra={"spider": self.spider},
+        )
+
+    def apply_failed(self) -> None:
+        """Inside an ``except``: logged with its traceback."""
+        logger.exception(
+            "Applying a tick's result failed; the node goes on ticking.",
+            extra={"spider": self.spider},
+        )
+
     def redis_unreachable(self, error: str) -> None:
         self.warning(
             "Cannot reach Redis at TWOLEVEL_REDIS_URL (%(error)s); retrying with back-off. "

@@ -187,9 +187,9 @@ class LiveView:
 
 def cluster_view(backend: Any) -> dict[str, Any]:
     """The distributed mode as this node knows it without a Redis round trip (the view is
-    read on the reactor): the bucket table of its last tick, what it holds, its leases and
-    counts. Inbox depths and other nodes' pending requests need Redis: ``scrapy twolevel
-    status`` reads them."""
+    read on the reactor): the bucket table of its last tick, what it holds and what is
+    moving, its inbox's depth at its last heartbeat, its leases and counts. The other
+    nodes' inboxes and pending requests: ``scrapy twolevel status``."""
     node, counts = backend.node, backend.counts
     return {
         "crawl_id": backend.crawl_id,
@@ -197,5 +197,7 @@ def cluster_view(backend: Any) -> dict[str, Any]:
         "buckets_owned": node.registry.table.counts(),
         "buckets_held_here": len(node.held),
         "leases_outstanding": backend.leases_outstanding(),
+        "inbox_depth": backend.inbox_depth,
+        "buckets_moving": backend.handing_over(),
         **{key: counts[key] for key in ("routed_in", "routed_out", "reaped", "rejoined", "loaded")},
     }
