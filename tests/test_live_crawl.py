@@ -20,7 +20,7 @@ import pytest
 from test_distributed_crawl import wait_until
 
 from scrapy_twolevel.testweb.process import ServerProcess
-from scrapy_twolevel.testweb.web import HostProfile, generate_web
+from scrapy_twolevel.testweb.web import HostProfile, generate_web, host_address
 
 HERE = Path(__file__).resolve().parent
 PROJECT = HERE.parent / "example_project"
@@ -119,6 +119,21 @@ def test_status_and_metrics_show_each_state_and_need_the_token(live_crawl):
     wait_until(look, "hosts in session, waiting and given up", timeout=90)
     assert "given up: failing" in seen_reasons
     assert seen_reasons & {"waiting: backoff", "waiting: refused"}
+
+    # A host given up has nothing queued, so it is in the table only when asked for
+    # (the dashboard's "show host" box): with its state, why, and its failures by kind.
+    dead = host_address(0)  # refuses every connection
+    rows = {}
+
+    def given_up():
+        _status, _kind, body = get(f"{base}/status.json?token={token}&host={dead}")
+        rows.update({row["host"]: row for row in json.loads(body)["hosts"]})
+        return rows[dead]["state"] == "given up"
+
+    wait_until(given_up, f"{dead} given up", timeout=90)
+    assert rows[dead]["why"] == "failing"
+    assert rows[dead]["failures"].get("down", 0) >= 1 and rows[dead]["fetched"] == 0
+    assert set(rows[dead]["failures"]) <= {"down", "slow", "broken"}
 
     _status, kind, body = get(f"{base}/metrics", {"Authorization": f"Bearer {token}"})
     text = body.decode()

@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import secrets
 import time
+from collections import Counter
 from typing import TYPE_CHECKING, Any, Self
 
 from scrapy import signals
@@ -21,6 +22,7 @@ from scrapy.exceptions import NotConfigured
 
 from .._engine import requests_in_downloader, scheduler_of
 from ..config import PORT, STATUS_INTERVAL, WEB_HOST, WEB_TOP_HOSTS
+from ..signals import host_failed
 from .snapshot import SCHEMA_VERSION, STATES, snapshot
 
 if TYPE_CHECKING:
@@ -53,6 +55,8 @@ class LiveView:
         self._listening: Any = None
         self._loop: Any = None
         self._last: tuple[float, dict[str, Any]] | None = None
+        #: Failed requests per host by kind (down, slow, broken), from the middleware.
+        self.failures: dict[str, Counter[str]] = {}
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
@@ -70,6 +74,7 @@ class LiveView:
         crawler.signals.connect(view.spider_opened, signal=signals.spider_opened)
         crawler.signals.connect(view.spider_closed, signal=signals.spider_closed)
         crawler.signals.connect(view.response_received, signal=signals.response_received)
+        crawler.signals.connect(view.host_failed, signal=host_failed)
         return view
 
     # -- what it shows -----------------------------------------------------------------
@@ -108,6 +113,8 @@ class LiveView:
                 "hosts": [],
             }
         snap = snapshot(frontier, frontier.now(), top=self.top, named=named or (), crawl=crawl)
+        for row in snap["hosts"]:
+            row["failures"] = dict(self.failures.get(row["host"], {}))
         seeds = getattr(scheduler, "seeds", None)  # TWOLEVEL_RECRAWL
         if seeds is not None:
             snap["seeds"] = seeds.plan_rows(self.top)
@@ -121,6 +128,9 @@ class LiveView:
         intake = getattr(scheduler_of(self.crawler), "intake", None)
         if intake is not None:
             self.quality += max(0.0, intake.quality_of(request))
+
+    def host_failed(self, host: str, kind: str, **_: Any) -> None:
+        self.failures.setdefault(host, Counter())[kind] += 1
 
     def log_status(self) -> None:
         snap = self.status()
