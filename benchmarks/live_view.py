@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import statistics
 import subprocess
 import sys
@@ -53,28 +52,6 @@ QUICK_HOSTS, QUICK_PAGES = 20, 40
 TARGET = 1.03
 WAYS = ("no live view", "status line", "dashboard open")
 LIVE = "scrapy_twolevel.live.extension.LiveView"
-
-
-def browser(profile: Path) -> Any:
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = shutil.which("chromium") or "/usr/bin/chromium"
-    for flag in (
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        f"--user-data-dir={profile}",
-    ):
-        options.add_argument(flag)
-    driver = shutil.which("chromedriver") or "/usr/bin/chromedriver"
-    return webdriver.Chrome(options=options, service=Service(executable_path=driver))
 
 
 def crawl(server: Any, way: str, workdir: Path) -> dict[str, Any]:
@@ -104,7 +81,9 @@ def crawl(server: Any, way: str, workdir: Path) -> dict[str, Any]:
                     url = line.rsplit(" ", 1)[1]
             time.sleep(0.05)  # polling the log for the URL, not a synchronisation
         if url is not None:
-            driver = browser(workdir / f"profile-{time.monotonic_ns()}")
+            from scrapy_twolevel.testweb.browser import headless_chromium
+
+            driver = headless_chromium(workdir / f"profile-{time.monotonic_ns()}")
             driver.get(url)
     _, status, usage = os.wait4(proc.pid, 0)
     proc.returncode = os.waitstatus_to_exitcode(status)

@@ -158,10 +158,10 @@ def test_the_live_view_of_a_distributed_node_shows_the_bucket_table(
 ):
     """Two nodes with the dashboard on: each node's ``/status.json`` names the crawl and
     the node, and shows the table of its last tick (both nodes, every bucket once)."""
-    import re
     import urllib.request
 
     from test_distributed_crawl import BUCKETS
+    from test_live_crawl import live_url
 
     _client, crawl_id = redis_crawl
     web = slow_web(hosts=8, pages=20, seed=43)
@@ -175,13 +175,7 @@ def test_the_live_view_of_a_distributed_node_shows_the_bucket_table(
     for node in nodes:
         wait_until(lambda node=node: "Joined crawl" in node.log(), f"{node.name} to join")
     found = {}
-
-    def url():
-        found["m"] = re.search(r"Live view of this crawl: (\S+)", nodes[0].log())
-        return found["m"]
-
-    wait_until(url, "v0's live view URL")
-    base, token = found["m"].group(1).split("/?token=")
+    base, token = live_url(nodes[0].log_file)
 
     def both_in_table():
         with urllib.request.urlopen(f"{base}/status.json?token={token}", timeout=10) as r:

@@ -13,31 +13,7 @@ import shutil
 
 from test_live_crawl import live_url, start_live_crawl, stop_live_crawl
 
-CHROMIUM_FLAGS = (
-    # As root, no sandbox; no background connections (the machine's network is closed).
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--window-size=1400,1000",
-)
-
-
-def browser(tmp_path):
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = shutil.which("chromium") or "/usr/bin/chromium"
-    for flag in CHROMIUM_FLAGS:
-        options.add_argument(flag)
-    options.add_argument(f"--user-data-dir={tmp_path / 'chromium-profile'}")
-    driver = shutil.which("chromedriver") or "/usr/bin/chromedriver"
-    return webdriver.Chrome(options=options, service=Service(executable_path=driver))
+from scrapy_twolevel.testweb.browser import headless_chromium
 
 
 def test_the_dashboard_fills_updates_sorts_and_filters_in_chromium(tmp_path):
@@ -48,7 +24,7 @@ def test_the_dashboard_fills_updates_sorts_and_filters_in_chromium(tmp_path):
     driver = None
     try:
         base, token = live_url(log)
-        driver = browser(tmp_path)
+        driver = headless_chromium(tmp_path / "chromium-profile")
         driver.get(f"{base}/?token={token}")
         wait = WebDriverWait(driver, 60, poll_frequency=0.2)
 
