@@ -9,20 +9,14 @@ from __future__ import annotations
 
 import json
 
+from test_politeness import FakeClock
+
 from scrapy_twolevel.frontier import BreadthFirst, CostParams, CrawlCapability, TwoLevelFrontier
 from scrapy_twolevel.frontier.failures import FailurePolicy
 from scrapy_twolevel.live.prometheus import render
 from scrapy_twolevel.live.snapshot import SCHEMA_VERSION, host_state, snapshot
 
 PARAMS = CostParams()
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def driven_frontier():
