@@ -55,6 +55,15 @@ def test_first_node_takes_every_bucket_then_joins_move_exactly_a_share() -> None
     assert table.counts() == {"a": 250, "b": 250, "c": 250, "d": 250}
 
 
+def test_a_join_takes_the_fullest_donors_highest_buckets() -> None:
+    # By hand: b takes a's top half; c's share is 3, taken one at a time from the
+    # fullest donor (ties to the larger name): b's 9, then a's 4, then b's 8.
+    table = BucketTable(10)
+    table.join("a")
+    assert [m.bucket for m in table.join("b")] == [9, 8, 7, 6, 5]
+    assert [(m.bucket, m.source) for m in table.join("c")] == [(9, "b"), (4, "a"), (8, "b")]
+
+
 def test_leave_moves_only_the_leavers_buckets_and_keeps_the_balance() -> None:
     table = BucketTable(1000)
     for node in "abcd":

@@ -109,11 +109,14 @@ class BucketTable:
             self._held[node] = set()
             return [self._assign(b, node) for b in range(self.size)]
         share = self.size // (len(self._held) + 1)
+        # Each donor's buckets sorted once (a max() per move made a join of 16k buckets
+        # take 2 s, longer than a flaky connection lasts); donors only lose buckets here.
+        ascending = {n: sorted(held) for n, held in self._held.items()}
         self._held[node] = set()
         moves = []
         for _ in range(share):
-            donor = max(self._held, key=lambda n: (len(self._held[n]), n))
-            bucket = max(self._held[donor])  # deterministic: the donor's highest bucket
+            donor = max(ascending, key=lambda n: (len(self._held[n]), n))
+            bucket = ascending[donor].pop()  # deterministic: the donor's highest bucket
             moves.append(self._assign(bucket, node))
         return moves
 
