@@ -18,10 +18,9 @@ and would not catch a ``NotConfigured``.
 
 from __future__ import annotations
 
-import difflib
 import json
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -44,7 +43,6 @@ __all__ = [
     "SettingsError",
     "TwoLevelConfig",
     "topic_specs",
-    "unknown_settings",
 ]
 
 #: Settings with this prefix belong to the test web's extension, not to this module.
@@ -392,23 +390,6 @@ STATUS_INTERVAL = Setting("TWOLEVEL_STATUS_INTERVAL", 60.0, SECONDS)  # 0: no lo
 SETTINGS: tuple[Setting, ...] = tuple(v for v in list(globals().values()) if isinstance(v, Setting))
 #: Defaults, by name.
 DEFAULTS: dict[str, Any] = {s.name: s.default for s in SETTINGS}
-
-
-def unknown_settings(names: Iterable[str]) -> list[tuple[str, str | None]]:
-    """``(name, closest valid name or None)`` for every ``TWOLEVEL_*`` name we do not know.
-
-    A misspelled ``TWOLEVEL_POLCY`` would otherwise silently run the default policy.
-    """
-    prefix = "TWOLEVEL_"
-    # Compared without the shared prefix, which would make every name look close.
-    known = {name[len(prefix) :]: name for name in DEFAULTS}
-    found = []
-    for name in sorted(set(names)):
-        if not name.startswith(prefix) or name in DEFAULTS or name.startswith(TESTWEB_PREFIX):
-            continue
-        close = difflib.get_close_matches(name[len(prefix) :], known, n=1, cutoff=0.6)
-        found.append((name, known[close[0]] if close else None))
-    return found
 
 
 # -- one reader per feature ------------------------------------------------------------------

@@ -48,7 +48,7 @@ from . import _engine
 from ._engine import call_later, requests_in_downloader, requests_in_progress, wake_engine
 from .codec import SpiderCodec, decode_request, encode_request
 from .components import SCHEDULER_ROLE
-from .config import ClusterConfig, TwoLevelConfig, unknown_settings
+from .config import ClusterConfig, TwoLevelConfig
 from .frontier import PLAIN_LANE, Frontier, Policy, TwoLevelFrontier
 from .frontier.topic_frontier import (
     TopicFrontier,
@@ -69,6 +69,7 @@ from .glue.preflight import (
     metrics_middleware_enabled,
     resolve_settings,
     store_shape,
+    warn_unknown_settings,
 )
 from .glue.reporting import Reporter
 from .glue.seed_planner import SeedPlanner, close_seed_planner, open_seed_planner
@@ -167,11 +168,7 @@ class TwoLevelScheduler(BaseScheduler):
     @classmethod
     def _from_crawler(cls, crawler: Crawler) -> Self:
         config, policy, quality_of = resolve_settings(crawler)
-        for name, closest in unknown_settings(crawler.settings):
-            logger.warning(
-                "Unknown setting %(name)s is ignored%(hint)s",
-                {"name": name, "hint": f"; did you mean {closest}?" if closest else "."},
-            )
+        warn_unknown_settings(crawler.settings)
         from scrapy.resolver import dnscache
 
         dupefilter_cls = load_object(crawler.settings["DUPEFILTER_CLASS"])

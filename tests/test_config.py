@@ -8,8 +8,9 @@ from scrapy.settings import Settings
 from scrapy.utils.test import get_crawler
 
 from scrapy_twolevel import Addon
-from scrapy_twolevel.config import DEFAULTS, SettingsError, TwoLevelConfig, unknown_settings
+from scrapy_twolevel.config import DEFAULTS, SettingsError, TwoLevelConfig
 from scrapy_twolevel.frontier import Policy
+from scrapy_twolevel.glue.preflight import unknown_settings
 from scrapy_twolevel.middleware import HostMetricsMiddleware
 from scrapy_twolevel.scheduler import TwoLevelScheduler
 

@@ -10,7 +10,9 @@ them and the scheduler, the middleware and this module form no import cycle.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+import difflib
+import logging
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -33,6 +35,8 @@ from ..components import (
     TOPIC_MIDDLEWARE_ROLE,
 )
 from ..config import (
+    DEFAULTS,
+    TESTWEB_PREFIX,
     ClusterConfig,
     RecrawlConfig,
     SeenConfig,
@@ -47,9 +51,37 @@ from ..storage.state_files import read_hosts
 from .intake import make_quality
 from .seed_planner import make_clock
 
+logger = logging.getLogger(__name__)
+
 if TYPE_CHECKING:
     from scrapy import Request, Spider
     from scrapy.crawler import Crawler
+
+
+def unknown_settings(names: Iterable[str]) -> list[tuple[str, str | None]]:
+    """``(name, closest valid name or None)`` for every ``TWOLEVEL_*`` name we do not know.
+
+    A misspelled ``TWOLEVEL_POLCY`` would otherwise silently run the default policy.
+    """
+    prefix = "TWOLEVEL_"
+    # Compared without the shared prefix, which would make every name look close.
+    known = {name[len(prefix) :]: name for name in DEFAULTS}
+    found = []
+    for name in sorted(set(names)):
+        if not name.startswith(prefix) or name in DEFAULTS or name.startswith(TESTWEB_PREFIX):
+            continue
+        close = difflib.get_close_matches(name[len(prefix) :], known, n=1, cutoff=0.6)
+        found.append((name, known[close[0]] if close else None))
+    return found
+
+
+def warn_unknown_settings(names: Iterable[str]) -> None:
+    """Log each unknown ``TWOLEVEL_*`` name, with the closest valid one."""
+    for name, closest in unknown_settings(names):
+        logger.warning(
+            "Unknown setting %(name)s is ignored%(hint)s",
+            {"name": name, "hint": f"; did you mean {closest}?" if closest else "."},
+        )
 
 
 def load_policy(name: str) -> Policy:
