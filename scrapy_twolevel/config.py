@@ -296,6 +296,9 @@ GIVE_UP_AFTER = Setting(
     _FAILURES.give_up_after,
     real("seconds >= 0 (0: never give up a host that has answered)", lambda v: v >= 0),
 )
+FIRST_ANSWER_TIMEOUT = Setting(
+    "TWOLEVEL_FIRST_ANSWER_TIMEOUT", _FAILURES.first_answer_timeout, SECONDS
+)
 # Politeness that listens (TwoLevelConfig; docs/politeness.rst)
 HOST_DELAY = Setting("TWOLEVEL_HOST_DELAY", 0.0, SECONDS)
 CRAWL_DELAY = Setting("TWOLEVEL_CRAWL_DELAY", True, flag)
@@ -460,6 +463,7 @@ class TwoLevelConfig:
             ),
             failed_sessions=FAILED_SESSIONS.read(settings),
             give_up_after=GIVE_UP_AFTER.read(settings),
+            first_answer_timeout=FIRST_ANSWER_TIMEOUT.read(settings),
         )
         quality = QUALITY.read(settings)
         return cls(

@@ -21,6 +21,10 @@ SENT_AT = "twolevel_sent_at"
 #: Set by the middleware on a request whose download failed; its retries carry it, so the
 #: URL's repeated failures count once against its host.
 FAILED_BEFORE = "twolevel_failed_before"
+#: The download timeout a request had before the middleware shortened it for a host that
+#: never answered (:class:`~scrapy_twolevel.frontier.failures.SilentHosts`): its retries
+#: carry it, so they get the longer time back once the host answers.
+FULL_TIMEOUT = "twolevel_full_timeout"
 #: Times the request was refused (429/503) and sent again by the middleware.
 REFUSALS = "twolevel_refusals"
 #: Times the request failed at a backed-off host and was sent back to its queue: it then

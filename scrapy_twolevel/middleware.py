@@ -41,6 +41,7 @@ from .config import TwoLevelConfig
 from .frontier import PLAIN_LANE
 from .frontier.connections import ConnectionTracker, ReplyFacts
 from .frontier.estimates import ProcessingCost
+from .frontier.failures import SilentHosts
 from .glue.intake import make_request_host
 from .glue.politeness import BROKEN, DOWN, SLOW, retry_after_seconds, robots_crawl_delay
 from .glue.preflight import check_job_state, resolve_settings, uses_this_scheduler
@@ -115,12 +116,17 @@ class HostMetricsMiddleware:
         robots_user_agent: str | None = None,
         wall_clock: Callable[[], float] = time.time,
         handles_status: Callable[[Request, int], bool] = lambda request, status: False,
+        first_answer_timeout: float = 0.0,
+        download_timeout: float = 0.0,
     ) -> None:
         """``scheduler_keeps``: this package's scheduler runs the crawl, so requests sent
         again wait in their host's queue while it waits (see the module docstring); without
         it nothing is sent again. ``robots_user_agent``: read robots.txt ``Crawl-delay``
         for this agent (``None``: do not); ``handles_status(request, status)``: the spider
-        asked to see this status itself (``handle_httpstatus_list``)."""
+        asked to see this status itself (``handle_httpstatus_list``);
+        ``first_answer_timeout``: the timeout of a host that never answered (0: none, see
+        :class:`~scrapy_twolevel.frontier.failures.SilentHosts`), for requests that have
+        the crawl's ``download_timeout`` (a request's own is left alone)."""
         self._signals = signals
         self._stats = stats
         self._host_of = host_of
@@ -134,6 +140,8 @@ class HostMetricsMiddleware:
         self._handles_status = handles_status
         self.tracker = ConnectionTracker(idle_timeout)
         self.processing = ProcessingCost(cpu_clock)
+        self.silent = SilentHosts(first_answer_timeout, self.tracker.heard_from)
+        self._download_timeout = download_timeout
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
@@ -163,6 +171,8 @@ class HostMetricsMiddleware:
             retry_after_max=config.retry_after_max,
             robots_user_agent=robots_agent,
             handles_status=_spider_handles(crawler),
+            first_answer_timeout=config.failures.first_answer_timeout if ours else 0.0,
+            download_timeout=settings.getfloat("DOWNLOAD_TIMEOUT"),
         )
 
     def _host(self, request: Request) -> str | None:
@@ -176,6 +186,26 @@ class HostMetricsMiddleware:
 
     def process_request(self, request: Request) -> None:
         request.meta[meta_keys.SENT_AT] = self._clock()
+        if self.silent.first:
+            self._limit_timeout(request)
+
+    def _limit_timeout(self, request: Request) -> None:
+        """Shorten the crawl's download timeout for a host that never answered."""
+        meta = request.meta
+        full = meta.get(meta_keys.FULL_TIMEOUT)
+        if full is None:
+            full = meta.get("download_timeout")
+            if full != self._download_timeout or not full:
+                return  # the request's own timeout, or none at all
+        host = self._host(request)
+        timeout = None if host is None else self.silent.timeout(host, full)
+        if timeout is None:
+            if meta.pop(meta_keys.FULL_TIMEOUT, None) is not None:
+                meta["download_timeout"] = full  # it answered since: the full time again
+            return
+        meta[meta_keys.FULL_TIMEOUT] = full
+        meta["download_timeout"] = timeout
+        self._stats.inc_value("twolevel/metrics/first_answer_timeouts")
 
     def process_response(self, request: Request, response: Response) -> Response | Request:
         sent_at = request.meta.pop(meta_keys.SENT_AT, None)  # copies must not inherit it
@@ -187,11 +217,13 @@ class HostMetricsMiddleware:
         ):
             # A 503 without Retry-After is an error page as far as anyone can tell (one
             # broken URL, a server failing): RetryMiddleware handles it, as in stock Scrapy.
+            self.tracker.answered(host)
             return self._refused(host, request, response)
         if self._robots_agent is not None and request.url.endswith("/robots.txt"):
             self._read_crawl_delay(host, response)
         latency = request.meta.get("download_latency")
         if latency is None or "cached" in response.flags:
+            self.tracker.answered(host)
             # Nothing measured, but the request is finished: say so, so its host is freed.
             self._signals.send_catch_log(
                 host_measured, host=host, observation=None, request=request
@@ -291,6 +323,8 @@ class HostMetricsMiddleware:
             return
         self.tracker.connection_lost(host)
         self._stats.inc_value("twolevel/metrics/failures")
+        if isinstance(exception, TIMEOUTS):
+            self.silent.timed_out(host)
         sent_at = request.meta.pop(meta_keys.SENT_AT, None)
         elapsed = self._clock() - sent_at if isinstance(sent_at, float) else 0.0
         repeat = bool(request.meta.get(meta_keys.FAILED_BEFORE))

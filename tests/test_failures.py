@@ -17,7 +17,7 @@ from scrapy_twolevel.frontier import (
     QualityFirst,
     TwoLevelFrontier,
 )
-from scrapy_twolevel.frontier.failures import FailurePolicy
+from scrapy_twolevel.frontier.failures import FailurePolicy, SilentHosts
 
 PARAMS = CostParams(
     default_requests_per_connection=50,
@@ -441,3 +441,24 @@ def test_the_end_game_counts_open_hosts_that_only_failed_as_failing():
     assert f.pop() == ("dead", "d2")
     fail(f, "dead", timeout=True)  # failed session 2, only failing hosts left: given up
     assert given_up == [("dead", 2)]
+
+
+def test_silent_hosts_double_the_first_answer_timeout_up_to_the_ceiling():
+    heard: set[str] = set()
+    silent = SilentHosts(10.0, heard.__contains__)
+    assert silent.timeout("a", 30.0) == 10.0
+    silent.timed_out("a")
+    assert silent.timeout("a", 30.0) == 20.0
+    silent.timed_out("a")
+    assert silent.timeout("a", 30.0) is None  # 40 s: the download timeout is shorter
+    assert silent.timeout("b", 30.0) == 10.0  # per host
+    heard.add("a")  # it answered: the full timeout, and its count is forgotten
+    assert silent.timeout("a", 30.0) is None and len(silent) == 0
+    silent.timed_out("a")  # a host that answered before times out: no shortening
+    assert silent.timeout("a", 30.0) is None and len(silent) == 0
+    for _ in range(2000):  # a long streak must not overflow the power
+        silent.timed_out("c")
+    assert silent.timeout("c", 30.0) is None
+    off = SilentHosts(0.0, heard.__contains__)
+    off.timed_out("d")
+    assert off.timeout("d", 30.0) is None and len(off) == 0

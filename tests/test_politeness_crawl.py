@@ -206,3 +206,62 @@ def test_a_given_up_hosts_requests_leave_the_jobdir_store(tmp_path):
     assert stats["twolevel/dropped/host_failed"] >= 1
     with sqlite3.connect(jobdir / "twolevel" / "frontier.sqlite3") as db:
         assert db.execute("SELECT COUNT(*) FROM requests").fetchone()[0] == 0
+
+
+#: A download timeout no test crawl below comes near unless a hang takes all of it.
+LONG_TIMEOUT = 60
+
+
+def test_a_host_that_never_answered_times_out_sooner(tmp_path):
+    """Two hosts that accept connections and never answer, DOWNLOAD_TIMEOUT 60 s: each of
+    their requests gets TWOLEVEL_FIRST_ANSWER_TIMEOUT (0.2 s), doubled per timeout, so the
+    crawl ends long before a single 60-s timeout could (with the old rule it took at
+    least 60 s), and every other page is fetched."""
+    web = generate_web(
+        6,
+        8,
+        seed=3,
+        failures={1: "hang", 4: "hang"},
+        host_profiles=[HostProfile(connect_delay=0.002, response_delay=0.005)] * 6,
+    )
+    settings = {
+        **TWOLEVEL,
+        **FAST_FAILURES,
+        "DOWNLOAD_TIMEOUT": LONG_TIMEOUT,
+        "TWOLEVEL_FIRST_ANSWER_TIMEOUT": 0.2,
+    }
+    result = crawl(tmp_path, web, settings)
+    assert_every_page_once_and_polite(result, web)
+    stats = result.crawl_stats
+    assert stats["twolevel/hosts_given_up"] == 2
+    timeouts = stats["twolevel/failures/slow"]
+    assert timeouts >= 4  # at least two failed sessions per host
+    # Every request to them was shortened, and the first one of each of the 4 hosts
+    # that answer (one request in flight per host), none after.
+    assert stats["twolevel/metrics/first_answer_timeouts"] == timeouts + 4
+    assert stats["elapsed_time_seconds"] < LONG_TIMEOUT
+
+
+def test_a_slow_host_that_answers_gets_the_full_timeout_from_then_on(tmp_path):
+    """Every response of host 0 takes 0.25 s, longer than its first-answer timeout (0.1 s):
+    its first attempts time out (0.1, then 0.2 s), a later one (0.4 s) gets an answer, and
+    from then on its requests get DOWNLOAD_TIMEOUT: no page lost, no more timeouts."""
+    slow = HostProfile(connect_delay=0.002, response_delay=0.25)
+    fast = HostProfile(connect_delay=0.002, response_delay=0.005)
+    web = generate_web(2, 6, seed=4, n_seeds=2, host_profiles=[slow, fast])
+    settings = {
+        **TWOLEVEL,
+        **FAST_FAILURES,
+        "DOWNLOAD_TIMEOUT": LONG_TIMEOUT,
+        "TWOLEVEL_FIRST_ANSWER_TIMEOUT": 0.1,
+    }
+    result = crawl(tmp_path, web, settings)
+    assert set(result.server.fetch_counts()) == web.reachable()
+    assert max(result.server.max_concurrent_requests_per_host().values()) == 1
+    stats = result.crawl_stats
+    # At least two timeouts (0.1 s, 0.2 s < 0.25 s), then an answer; shortened: each of
+    # those, the attempt that got the answer, and the fast host's first request; none after.
+    timeouts = stats["twolevel/failures/slow"]
+    assert timeouts >= 2
+    assert stats["twolevel/metrics/first_answer_timeouts"] == timeouts + 2
+    assert "twolevel/hosts_given_up" not in stats

@@ -99,5 +99,14 @@ class ConnectionTracker:
         if conn is not None:
             conn.alive = False
 
+    def answered(self, host: str) -> None:
+        """The host answered without a measurement (a refusal, a cached reply)."""
+        if host not in self._hosts:
+            self._hosts[host] = _HostConnection(idle_timeout=self._idle_timeout)
+
+    def heard_from(self, host: str) -> bool:
+        """Whether the host ever answered."""
+        return host in self._hosts
+
     def __len__(self) -> int:
         return len(self._hosts)

@@ -29,6 +29,7 @@ Scrapy, no I/O.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 
@@ -48,6 +49,10 @@ class FailurePolicy:
     #: Seconds a host that has answered before may keep failing before it is given up; 0:
     #: never (``TWOLEVEL_GIVE_UP_AFTER``).
     give_up_after: float = 3600.0
+    #: Seconds the first request to a host that never answered may take before it times
+    #: out, doubled after each of its timeouts; 0: the download timeout
+    #: (``TWOLEVEL_FIRST_ANSWER_TIMEOUT``; see :class:`SilentHosts`).
+    first_answer_timeout: float = 10.0
 
     def backoff_delay(self, failed_in_a_row: int, jitter: float = 0.0) -> float:
         """Seconds to wait after the ``failed_in_a_row``-th failed session (1, 2, ...).
@@ -92,3 +97,41 @@ JITTER = 0.1
 def jittered(wait: float, jitter: float) -> float:
     """``wait * (1 + JITTER * jitter)`` for ``jitter`` drawn from [0, 1)."""
     return wait * (1.0 + JITTER * jitter)
+
+
+class SilentHosts:
+    """The timeout of a request to a host that has never answered.
+
+    A host that accepts connections and never answers, or an address that drops them,
+    holds one of the crawl's ``CONCURRENT_REQUESTS`` places for the whole download timeout
+    at each attempt: three such hosts among eight places cost a crawl a third of its
+    speed until they are backed off. Nutch and StormCrawler time every request out after
+    10 s; here only a host that has never answered gets ``first`` seconds, doubled after
+    each of its timeouts up to the download timeout, so a slow host that does answer
+    costs one shorter attempt at worst, and once it has answered it gets the full time.
+
+    ``heard_from(host)``: whether the host ever answered (the middleware's connection
+    tracker, which keeps a record per host anyway); only timeouts are kept here.
+    """
+
+    def __init__(self, first: float, heard_from: Callable[[str], bool]) -> None:
+        self.first = first
+        self._heard_from = heard_from
+        self._timeouts: dict[str, int] = {}
+
+    def timeout(self, host: str, ceiling: float) -> float | None:
+        """Seconds the host's next request may take, if less than ``ceiling``."""
+        if not self.first or self._heard_from(host):
+            self._timeouts.pop(host, None)
+            return None
+        # min() before the power: a float would overflow after a long streak.
+        seconds = self.first * 2.0 ** min(self._timeouts.get(host, 0), 32)
+        return seconds if seconds < ceiling else None
+
+    def timed_out(self, host: str) -> None:
+        """A request to the host timed out: the next one may take twice as long."""
+        if self.first and not self._heard_from(host):
+            self._timeouts[host] = self._timeouts.get(host, 0) + 1
+
+    def __len__(self) -> int:
+        return len(self._timeouts)
