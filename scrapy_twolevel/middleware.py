@@ -31,6 +31,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from scrapy import exceptions as scrapy_exceptions
+from scrapy import signals as scrapy_signals
 from scrapy.exceptions import IgnoreRequest
 from twisted.internet import defer
 from twisted.internet import error as net_error
@@ -160,7 +161,7 @@ class HostMetricsMiddleware:
         robots_agent = None
         if config.crawl_delay and settings.getbool("ROBOTSTXT_OBEY"):
             robots_agent = settings.get("ROBOTSTXT_USER_AGENT") or settings.get("USER_AGENT")
-        return cls(
+        middleware = cls(
             crawler.signals,
             crawler.stats,
             make_request_host(config.host_key, dnscache),
@@ -174,6 +175,9 @@ class HostMetricsMiddleware:
             first_answer_timeout=config.failures.first_answer_timeout if ours else 0.0,
             download_timeout=settings.getfloat("DOWNLOAD_TIMEOUT"),
         )
+        if middleware.silent.first:
+            crawler.signals.connect(middleware._headers_received, scrapy_signals.headers_received)
+        return middleware
 
     def _host(self, request: Request) -> str | None:
         host = request.meta.get(meta_keys.HOST)
@@ -188,6 +192,13 @@ class HostMetricsMiddleware:
         request.meta[meta_keys.SENT_AT] = self._clock()
         if self.silent.first:
             self._limit_timeout(request)
+
+    def _headers_received(self, request: Request, **kwargs: Any) -> None:
+        """A response's headers came: its host has answered, whatever its body does (a
+        large page on a slow host may still take the shortened time of this request)."""
+        host = self._host(request)
+        if host is not None:
+            self.tracker.answered(host)
 
     def _limit_timeout(self, request: Request) -> None:
         """Shorten the crawl's download timeout for a host that never answered."""

@@ -13,7 +13,13 @@ import itertools
 import pytest
 from crawl_helpers import crawl, free_port
 
-from scrapy_twolevel.testweb import BROKEN_PATH, HostProfile, generate_web, host_address
+from scrapy_twolevel.testweb import (
+    BROKEN_PATH,
+    SLOW_BODY_PATH,
+    HostProfile,
+    generate_web,
+    host_address,
+)
 
 TWOLEVEL = {
     "SCHEDULER": "scrapy_twolevel.scheduler.TwoLevelScheduler",
@@ -265,3 +271,28 @@ def test_a_slow_host_that_answers_gets_the_full_timeout_from_then_on(tmp_path):
     assert timeouts >= 2
     assert stats["twolevel/metrics/first_answer_timeouts"] == timeouts + 2
     assert "twolevel/hosts_given_up" not in stats
+
+
+def test_a_hosts_first_headers_count_as_its_answer(tmp_path):
+    """The first request to host 1 is /_slow_body: its headers come at once, its body
+    1.5 s later. Cut at the first-answer timeout (0.5 s), but the host has answered, so
+    the retry gets DOWNLOAD_TIMEOUT and is fetched: one timeout, not three (0.5, 1, 2 s)."""
+    web = generate_web(2, 4, seed=2, n_seeds=1, host_profiles=[HostProfile(0.002, 0.005)] * 2)
+    seeded = {web.pages[p].host for p in web.seeds}
+    (other,) = {0, 1} - seeded
+    port = free_port()
+    slow = f"http://{host_address(other)}:{port}{SLOW_BODY_PATH}"
+    settings = {
+        **TWOLEVEL,
+        **FAST_FAILURES,
+        "TWOLEVEL_POLICY": "breadth-first",  # URLs first come, first served
+        "DOWNLOAD_TIMEOUT": LONG_TIMEOUT,
+        "TWOLEVEL_FIRST_ANSWER_TIMEOUT": 0.5,
+    }
+    result = crawl(tmp_path, web, settings, port=port, extra_seeds=[slow])
+    assert_every_page_once_and_polite(result, web)
+    stats = result.crawl_stats
+    assert stats["twolevel/failures/slow"] == 1
+    assert stats["retry/count"] == 1 and "retry/max_reached" not in stats  # fetched
+    # Shortened: the slow body's first attempt and host 0's first request, no other.
+    assert stats["twolevel/metrics/first_answer_timeouts"] == 2

@@ -33,7 +33,7 @@ from twisted.internet.protocol import Factory, Protocol
 from twisted.python.failure import Failure
 
 from .stats import HostStats, ResponseEvent, ServerStats, fetch_remote_stats
-from .web import BROKEN_PATH, CONTROL_ADDRESS, HostSpec, WebSpec
+from .web import BROKEN_PATH, CONTROL_ADDRESS, SLOW_BODY_PATH, SLOW_BODY_SECONDS, HostSpec, WebSpec
 
 __all__ = [
     "HostStats",
@@ -279,7 +279,25 @@ class _TestWebProtocol(Protocol):
                 timeout = int(self._server.idle_timeout)
                 lines.append(f"Keep-Alive: timeout={timeout}, max={remaining}")
         head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+        if request.path == SLOW_BODY_PATH and request.method != "HEAD":
+            self.transport.write(head)
+            self._queue.appendleft(request)  # in flight until its body is out
+            self._pending = self._server.reactor.callLater(
+                SLOW_BODY_SECONDS, self._written, request, page_id, status, body, close
+            )
+            return
         self.transport.write(head if request.method == "HEAD" else head + body)
+        self._written(request, page_id, status, b"", close)
+
+    def _written(
+        self, request: _Request, page_id: int | None, status: int, rest: bytes, close: bool
+    ) -> None:
+        """The response is out (``rest``: what was still to write): count it, go on."""
+        self._pending = None
+        if rest:
+            self.transport.write(rest)
+            self._queue.popleft()
+        host = self._host
         if host is not None:
             self._server.stats.response_written(
                 ResponseEvent(
@@ -441,6 +459,8 @@ class TestWebServer:
         assert host is not None
         if request.host and request.host not in (host.address, *host.names):
             return _Answer(421, "text/plain", b"this address does not serve that host\n")
+        if request.path == SLOW_BODY_PATH:
+            return _Answer(200, "text/plain", b"slow body\n" * 100)
         if request.path == "/robots.txt":
             delay = f"Crawl-delay: {host.crawl_delay}\n" if host.crawl_delay else ""
             return _Answer(200, "text/plain", _ROBOTS + delay.encode())

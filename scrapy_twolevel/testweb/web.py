@@ -33,6 +33,8 @@ __all__ = [
     "BROKEN_PATH",
     "CONTROL_ADDRESS",
     "FAILURES",
+    "SLOW_BODY_PATH",
+    "SLOW_BODY_SECONDS",
     "HostProfile",
     "HostSpec",
     "PageSpec",
@@ -48,6 +50,10 @@ CONTROL_ADDRESS = "127.0.0.1"
 #: A path on any host whose request the server aborts (TCP RST): one broken URL on a host
 #: that serves its other pages.
 BROKEN_PATH = "/_broken"
+#: A path on any host whose response headers come at once and its body
+#: ``SLOW_BODY_SECONDS`` later (a large page over a slow link, as a client sees it).
+SLOW_BODY_PATH = "/_slow_body"
+SLOW_BODY_SECONDS = 1.5
 
 #: How a host can fail, as the server simulates it:
 #:
