@@ -465,7 +465,7 @@ def test_a_held_response_is_a_pace_sample_and_pace_shrinks_when_not_held():
     assert est.pace == pytest.approx(0.564)
     # Not held (0.015 < 2 * usual): no hold, the pace shrinks by PACE_DECAY.
     assert est.observe(PARAMS, latency=0.015, gap=1.0, idle=False, **held) == 0.0
-    assert est.pace == pytest.approx(0.564 * 0.8)
+    assert est.pace == pytest.approx(0.564 * 0.95)
     # The holds were left out of the response time.
     assert est.response_time < 0.02
 

@@ -23,10 +23,7 @@ DELAY_MIN = 0.05
 DELAY_FACTOR = 2.0
 #: Each response not held shrinks a host's pace by this factor: a pace learnt too long (or
 #: a limit the server lifted) comes back down, and the first held response corrects it.
-#: A pace learnt too long leaves the host idle; one too short only has a request held a
-#: little: on the real-server benchmark, paces learnt 3x too long while the crawler was
-#: busy (its own delays look like holds) took 20 responses and 30 s to come back at 0.95.
-PACE_DECAY = 0.8
+PACE_DECAY = 0.95
 #: A request sent this many seconds after the host's previous response is "after idle": it
 #: may need a new connection (the server closed the idle one), so it measures what a
 #: session of back-to-back requests saves.
