@@ -15,7 +15,8 @@ every timeout scaled down to a 1-s crawl; this study keeps the defaults.)
   (its timeouts and back-offs), so the ratio depends on how long the crawl is; both are
   reported.
 - **Variants.** crawl-capability (the add-on with its defaults: ``TWOLEVEL_BACKOFF`` 30 s,
-  ``TWOLEVEL_BACKOFF_MAX`` 600 s, ``TWOLEVEL_FAILED_SESSIONS`` 3) and stock Scrapy for
+  ``TWOLEVEL_BACKOFF_MAX`` 600 s, ``TWOLEVEL_FAILED_SESSIONS`` 3,
+  ``TWOLEVEL_FIRST_ANSWER_TIMEOUT`` 10 s) and stock Scrapy for
   context; ``CONCURRENT_REQUESTS = 8``, ``DOWNLOAD_TIMEOUT = 30`` for both.
 - **Metrics** as in :mod:`hostile_hosts`: total time (Scrapy's ``elapsed_time_seconds``),
   t80 over the hostile web's reachable pages, complete (every reachable page fetched).
