@@ -223,18 +223,17 @@ class HostMetricsMiddleware:
         host = self._host(request)
         if host is None:
             return response
+        self.tracker.answered(host)  # any reply: a refusal, a cached or unmeasured one too
         if response.status in self._refusal_codes and (
             response.status == 429 or b"Retry-After" in response.headers
         ):
             # A 503 without Retry-After is an error page as far as anyone can tell (one
             # broken URL, a server failing): RetryMiddleware handles it, as in stock Scrapy.
-            self.tracker.answered(host)
             return self._refused(host, request, response)
         if self._robots_agent is not None and request.url.endswith("/robots.txt"):
             self._read_crawl_delay(host, response)
         latency = request.meta.get("download_latency")
         if latency is None or "cached" in response.flags:
-            self.tracker.answered(host)
             # Nothing measured, but the request is finished: say so, so its host is freed.
             self._signals.send_catch_log(
                 host_measured, host=host, observation=None, request=request

@@ -76,9 +76,7 @@ class ConnectionTracker:
     def observe(
         self, host: str, facts: ReplyFacts, sent_at: float, replied_at: float
     ) -> ConnectionObservation:
-        conn = self._hosts.get(host)
-        if conn is None:
-            conn = self._hosts[host] = _HostConnection(idle_timeout=self._idle_timeout)
+        conn = self.answered(host)
         new = not conn.alive or sent_at - conn.last_reply_at > conn.idle_timeout
         conn.served = 1 if new else conn.served + 1
         closed = facts.connection_close or facts.keepalive_max == 0
@@ -99,10 +97,12 @@ class ConnectionTracker:
         if conn is not None:
             conn.alive = False
 
-    def answered(self, host: str) -> None:
-        """The host answered without a measurement (a refusal, a cached reply)."""
-        if host not in self._hosts:
-            self._hosts[host] = _HostConnection(idle_timeout=self._idle_timeout)
+    def answered(self, host: str) -> _HostConnection:
+        """The host answered (a refusal, a cached reply too): its record, new if need be."""
+        conn = self._hosts.get(host)
+        if conn is None:
+            conn = self._hosts[host] = _HostConnection(idle_timeout=self._idle_timeout)
+        return conn
 
     def heard_from(self, host: str) -> bool:
         """Whether the host ever answered."""
