@@ -24,6 +24,7 @@ import redis
 LAYERS = {
     "unit": (
         "architecture buckets codec distributed_sim failures frontier intake live_snapshot "
+        "local_only "
         "politeness "
         "publish_time recrawl_history recrawl_model recrawl_planner recrawl_samples seen sim "
         "store_contract topics"

@@ -117,12 +117,26 @@ def test_a_node_whose_disk_fills_then_frees_loses_nothing(
     assert max(server.stats().max_concurrent_requests_per_host().values()) == 1
 
 
+def lost_at_leave(node, server, web):
+    """The pages a node names in its log as dropped when it left (requests that cannot
+    be encoded, still queued at a Ctrl-C), and how many it counted."""
+    page_of = {web.url(page, server.port): page for page in range(len(web.pages))}
+    named = set()
+    for line in node.log().splitlines():
+        if "were still queued when this node left" in line:
+            urls = line.split("link to it again: ", 1)[1].split(". Keep callbacks")[0]
+            named |= {page_of[url] for url in urls.split(" and ")[0].split(", ")}
+    return named, node.stats().get("twolevel/redis/local_only_lost", 0)
+
+
 def test_requests_that_cannot_be_encoded_are_not_lost_when_buckets_move(
     tmp_path, web_server, redis_crawl, redis_url
 ):
     """Half the same-host links carry an object in their meta (no copy in Redis): they
     stay in their node's memory, and a bucket that moves (a node joins mid-crawl, then
-    one leaves with Ctrl-C) is released only once they were fetched."""
+    one leaves with Ctrl-C) is released only once they were fetched. Those still queued
+    at the Ctrl-C are dropped, counted and named in the leaving node's log: a page is
+    missing only if it is one of them (and no other node found a link to it again)."""
     _client, crawl_id = redis_crawl
     web = slow_web(hosts=12, pages=30, seed=29)
     server = web_server(web)
@@ -149,8 +163,45 @@ def test_requests_that_cannot_be_encoded_are_not_lost_when_buckets_move(
     kept = stay.get("twolevel/redis/kept_local", 0) + left.get("twolevel/redis/kept_local", 0)
     assert made > 0 and kept > 0
     assert stay.get("twolevel/redis/unroutable", 0) + left.get("twolevel/redis/unroutable", 0) == 0
-    assert set(fetched(server)) == web.reachable()  # no page lost
+    named, lost = lost_at_leave(leaver, server, web)
+    missing = web.reachable() - set(fetched(server))
+    assert len(missing) <= lost  # every page lost was counted
+    assert len(named) == min(lost, 20)  # and named, up to 20
+    assert lost > 20 or missing <= named
     assert max(server.stats().max_concurrent_requests_per_host().values()) == 1
+
+
+def test_a_node_stopped_with_ctrl_c_names_the_unencodable_requests_it_loses(
+    tmp_path, web_server, redis_crawl, redis_url
+):
+    """Scrapy's graceful stop does not wait for queued requests, and one that cannot be
+    encoded has no copy in Redis: a node stopped early drops those it still has queued.
+    It counts and names them; a node started later fetches everything else, and those
+    it finds links to again, so the pages missing are among the ones named."""
+    _client, crawl_id = redis_crawl
+    web = slow_web(hosts=6, pages=30, seed=31)
+    server = web_server(web)
+    odd = {"SPIDER_MIDDLEWARES": {"crawl_helpers.UnencodableSameHost": 0}}
+    early = Node(
+        tmp_path,
+        "w0",
+        server,
+        redis_url,
+        crawl_id,
+        EXTENSIONS={"crawl_helpers.SignalAfterResponses": 1},
+        SIGNAL_AFTER_RESPONSES="12,SIGINT",
+        **odd,
+    )
+    assert early.wait() == 0, early.log()[-3000:]
+    assert early.stats()["finish_reason"] == "shutdown"
+    Node(tmp_path, "w1", server, redis_url, crawl_id, **odd).finished()
+
+    named, lost = lost_at_leave(early, server, web)
+    missing = web.reachable() - set(fetched(server))
+    assert lost > 0  # 12 pages of 6 hosts, half their same-host links unencodable
+    assert len(named) == min(lost, 20) and len(missing) <= lost
+    assert lost > 20 or missing <= named
+    assert max(fetched(server).values()) == 1
 
 
 def test_the_live_view_of_a_distributed_node_shows_the_bucket_table(

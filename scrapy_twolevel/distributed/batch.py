@@ -27,7 +27,8 @@ class AfterCommit(Exception):
 class Batch:
     """What the scheduler changed since the last tick (filled on the reactor thread)."""
 
-    #: ``(bucket, entry id, encoded request, 16-byte seen key)`` of held buckets.
+    #: ``(bucket, entry id, encoded request, 16-byte seen key)`` of held buckets; an
+    #: empty entry id stores the key alone (a fetched request that had no copy in Redis).
     stores: list[tuple[int, str, bytes, bytes]] = field(default_factory=list)
     #: ``(bucket, host key, encoded request)`` for buckets this node does not hold.
     routes: list[tuple[int, str, bytes]] = field(default_factory=list)

@@ -70,9 +70,11 @@ local stored, refused, added = 0, 0, 0
 for _ = 1, ns do
   local b = ARGV[i]
   if holds(b) then
-    added = added + redis.call('HSET', p .. 'q:' .. b, ARGV[i + 1], ARGV[i + 2])
+    if #ARGV[i + 1] > 0 then
+      added = added + redis.call('HSET', p .. 'q:' .. b, ARGV[i + 1], ARGV[i + 2])
+      stored = stored + 1
+    end
     if #ARGV[i + 3] > 0 then redis.call('APPEND', p .. 'seen:' .. b, ARGV[i + 3]) end
-    stored = stored + 1
   else
     refused = refused + 1
   end

@@ -34,6 +34,7 @@ from ..distributed.buckets import bucket_of
 from ..distributed.connect import connect, default_node_id
 from ..distributed.history import HistoryWrites, RedisHistoryStore, RedisModelStore
 from ..distributed.inbox import Entry
+from ..distributed.local_only import LocalOnlyRequests
 from ..distributed.node import AfterCommit, Batch, IdTaken, Node, StateLost, SyncResult
 from ..frontier import memory_queue
 from .bucket_loader import BucketLoader
@@ -121,7 +122,7 @@ class Cluster:
         self._draining: set[int] = set()
         #: Requests that cannot be encoded (no copy in Redis), queued per bucket, and the
         #: generation of each draining bucket: it is released once they are fetched.
-        self._local_only: Counter[int] = Counter()
+        self._local_only = LocalOnlyRequests()
         self._drain_gen: dict[int, int] = {}
         #: Requests handed out and leased in the in-flight registry, in all and per bucket.
         self._leased = 0
@@ -219,6 +220,7 @@ class Cluster:
         def finish() -> Any:
             if self._ticking is not None:  # let the tick in flight end
                 yield self._ticking
+            self._report_local_only_lost()
             batch = self._take_batch(final=True)
             try:
                 yield threads.deferToThreadPool(reactor, self._pool, self._leave, batch)
@@ -231,6 +233,11 @@ class Cluster:
 
         self._leaving = finish()
         return self._leaving
+
+    def _report_local_only_lost(self) -> None:
+        lost = self._local_only.take_all()
+        self.counts["local_only_lost"] += len(lost)
+        self._reporter.local_only_lost(lost)
 
     def close(self, reason: str) -> Any:
         """Close the frontier; the dupefilter once this node has left."""
@@ -309,7 +316,7 @@ class Cluster:
             self.dropped(item)
             return False
         if entry_id is None:
-            self._local_only[bucket] += 1
+            self._local_only.add(bucket, request.url)
         return True
 
     def dropped(self, item: Any) -> None:
@@ -318,7 +325,7 @@ class Cluster:
             if self._held.get(item.bucket) == item.gen:
                 self._staged.dones.append((item.bucket, item.entry_id))
         elif isinstance(item, Owned) and self._is_current(item):
-            self._local_only[item.bucket] -= 1
+            self._local_only.remove(item.bucket, item.request.url)
 
     def unpack(self, lane: str, item: Any) -> Request | None:
         """The request to hand out for a popped item, or ``None`` if the copy is stale
@@ -332,7 +339,7 @@ class Cluster:
             self.dropped(item)  # it was decoded before: only a codec that changed since
             return None
         if item.entry_id is None:
-            self._local_only[item.bucket] -= 1
+            self._local_only.remove(item.bucket, request.url)
         # Leased even without a copy in Redis: a draining bucket waits for it too.
         self._inflight.lease(request, self, (item.bucket, item.entry_id))
         self._leased += 1
@@ -341,11 +348,15 @@ class Cluster:
         return request
 
     def finished(self, request: Request, token: tuple[int, str | None]) -> None:
-        """The engine is done with a leased request: its entry goes with the next commit."""
+        """The engine is done with a leased request: its entry goes with the next commit,
+        or its seen key if it has none (sent at queue time, it would mark the URL seen
+        for good when a node stops with the request still queued here)."""
         bucket, entry_id = token
         self._leased -= 1
         self._leased_per_bucket[bucket] -= 1
-        if entry_id is not None:
+        if entry_id is None:
+            self._staged.stores.append((bucket, "", b"", self._seen.request_key(request)))
+        else:
             self._staged.dones.append((bucket, entry_id))
 
     def _is_current(self, item: Owned) -> bool:
@@ -418,10 +429,10 @@ class Cluster:
         if self.history is not None:
             batch.history = self.history.take()
         for bucket in list(self._draining):
-            if not (self._leased_per_bucket[bucket] or self._local_only[bucket]) or final:
+            if not (self._leased_per_bucket[bucket] or self._local_only.count(bucket)) or final:
                 self._draining.discard(bucket)
                 self._drain_gen.pop(bucket, None)
-                self._local_only.pop(bucket, None)
+                self._local_only.discard_bucket(bucket)
                 batch.release.append(bucket)
         if not final:
             batch.check_idle = (
@@ -531,13 +542,7 @@ class Cluster:
         """This node was reaped: its buckets, leases and inbox belong to others now."""
         self.counts["rejoined"] += 1
         self.counts["leases_dropped"] += self._leased
-        logger.warning(
-            "This node was reaped (no heartbeat for TWOLEVEL_NODE_TTL): its %(leases)d "
-            "requests in flight were refused and will be fetched by the new holders; it "
-            "has joined again.",
-            {"leases": self._leased},
-            extra={"spider": self._reporter.spider},
-        )
+        self._reporter.node_reaped(self._leased)
         self._seen.forget()
         if self.seeds is not None and self.history is not None:
             self.seeds.drop_plans(self.history.seeds_in(self._held))
@@ -546,8 +551,7 @@ class Cluster:
         self._draining.clear()
         self._loader.cancel_all()
         # Requests without a copy in Redis die with this node's claim on their hosts.
-        self.counts["local_only_lost"] += sum(self._local_only.values())
-        self._local_only.clear()
+        self.counts["local_only_lost"] += len(self._local_only.take_all())
         self._drain_gen.clear()
         self._inflight.drop(self)
         self._leased = 0
@@ -631,11 +635,7 @@ class Cluster:
         try:
             return self._codec.decode(data)
         except Exception as exc:  # damaged, or a callback this spider does not have
-            self._reporter.count_once(
-                "undecodable",
-                "A request from Redis could not be rebuilt and is dropped (%(request)s).",
-                f"{type(exc).__name__}: {exc}",
-            )
+            self._reporter.undecodable(exc)
             return None
 
     def _report(self) -> None:

@@ -38,6 +38,8 @@ ALWAYS_REPORTED = (
     "rejoined",
     "rebalanced",
 )
+#: How many URLs of lost requests a leaving node names in its log.
+LOST_URLS_SHOWN = 20
 #: Also reported with ``TWOLEVEL_RECRAWL``.
 RECRAWL_REPORTED = ("plans_loaded",)
 
@@ -84,6 +86,40 @@ class Reporter:
         logger.exception(
             "Applying a tick's result failed; the node goes on ticking.",
             extra={"spider": self.spider},
+        )
+
+    def undecodable(self, error: Exception) -> None:
+        self.count_once(
+            "undecodable",
+            "A request from Redis could not be rebuilt and is dropped (%(request)s).",
+            f"{type(error).__name__}: {error}",
+        )
+
+    def node_reaped(self, leases: int) -> None:
+        self.warning(
+            "This node was reaped (no heartbeat for TWOLEVEL_NODE_TTL): its %(leases)d "
+            "requests in flight were refused and will be fetched by the new holders; it "
+            "has joined again.",
+            {"leases": leases},
+        )
+
+    def local_only_lost(self, urls: list[str]) -> None:
+        """A leaving node names the requests it drops: Scrapy's graceful stop does not
+        wait for queued requests, and these have no copy in Redis (nor their seen keys),
+        so another node fetches one only if it finds a link to it again."""
+        if not urls:
+            return
+        more = len(urls) - LOST_URLS_SHOWN
+        self.warning(
+            "%(count)d requests that cannot be encoded were still queued when this node "
+            "left; they have no copy in Redis, so each is lost unless another node finds a "
+            "link to it again: %(urls)s%(more)s. Keep callbacks spider methods and meta "
+            "values JSON-friendly.",
+            {
+                "count": len(urls),
+                "urls": ", ".join(urls[:LOST_URLS_SHOWN]),
+                "more": f" and {more} more" if more > 0 else "",
+            },
         )
 
     def redis_unreachable(self, error: str) -> None:
