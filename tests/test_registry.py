@@ -192,3 +192,45 @@ def test_a_connection_lost_in_the_middle_of_a_change_raises_instead_of_looping(t
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_start_up_commands_get_through_a_dropped_connection(redis_url) -> None:
+    """A connection killed by the server while a start-up command waits for its reply
+    (the fault suite drops every connection twice a second) is tried again; a Redis
+    that is not there still fails, with redis-py's error, after START_ATTEMPTS tries."""
+    from redis.backoff import NoBackoff
+    from redis.retry import Retry
+
+    from scrapy_twolevel.distributed.connect import START_ATTEMPTS, retrying
+
+    # Without redis-py's own retries, which absorb a single drop (not the suite's many).
+    client = redis.Redis.from_url(redis_url, retry=Retry(NoBackoff(), 0))
+    killer = redis.Redis.from_url(redis_url)
+    me = client.client_id()
+    calls = []
+
+    def kill_while_blocked() -> None:
+        while not any(c["id"] == str(me) and c["cmd"] == "blpop" for c in killer.client_list()):
+            pass
+        killer.client_kill_filter(_id=me)
+
+    def blocked_then_ping() -> bool:
+        calls.append(1)
+        if len(calls) == 1:  # killed while it waits: the reply never comes
+            client.blpop(["twolevel-test:never-pushed"], timeout=30)
+        return client.ping()
+
+    thread = threading.Thread(target=kill_while_blocked, daemon=True)
+    thread.start()
+    try:
+        assert retrying(blocked_then_ping) is True
+        assert len(calls) == 2  # the first died with its connection, the second went through
+        thread.join()
+        nowhere = redis.Redis.from_url("redis://127.0.0.1:1/0", socket_connect_timeout=1)
+        tries = []
+        with pytest.raises(redis.ConnectionError):
+            retrying(lambda: tries.append(1) or nowhere.ping())
+        assert len(tries) == START_ATTEMPTS
+    finally:
+        client.close()
+        killer.close()

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import os
 import socket
-from typing import TYPE_CHECKING, Any
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..config import node_name
 from ..errors import SettingsError, StateError
@@ -17,6 +19,10 @@ from .buckets import BucketTable
 
 if TYPE_CHECKING:
     from ..config import ClusterConfig
+
+T = TypeVar("T")
+#: Tries of each start-up command when the connection drops (pauses 0.1, 0.2, 0.4, 0.8 s).
+START_ATTEMPTS = 5
 
 
 def connect(url: str) -> Any:
@@ -31,13 +37,29 @@ def connect(url: str) -> Any:
         ) from exc
     try:
         client = redis.Redis.from_url(url, socket_timeout=10, socket_connect_timeout=5)
-        client.ping()
+        retrying(client.ping)
     except (redis.RedisError, ValueError) as exc:
         raise SettingsError(
             f"Cannot reach Redis at TWOLEVEL_REDIS_URL={url!r}: {exc}. Start Redis there, "
             "point TWOLEVEL_REDIS_URL at a running one, or unset it to crawl on one machine."
         ) from exc
     return client
+
+
+def retrying(call: Callable[[], T], attempts: int = START_ATTEMPTS) -> T:
+    """``call()``, tried again after a connection error: at start-up, a connection that
+    drops once (a Redis restarting, a proxy's idle cut) must not stop the crawl, and
+    Redis that is not there still fails within a second or two."""
+    import redis
+
+    pause = 0.1
+    for _ in range(attempts - 1):
+        try:
+            return call()
+        except (redis.ConnectionError, redis.TimeoutError):
+            time.sleep(pause)  # start-up, before the reactor runs: nothing else waits
+            pause *= 2
+    return call()
 
 
 def default_node_id() -> str:
@@ -51,8 +73,8 @@ def check_cluster_state(cluster: ClusterConfig, crawl_id: str | None) -> None:
         node_name("TWOLEVEL_CRAWL_ID (the spider's name when unset)", crawl_id)
     client = connect(cluster.redis_url)
     try:
-        check_no_eviction(client)
-        raw = client.get(f"twolevel:{crawl_id}:table") if crawl_id else None
+        retrying(lambda: check_no_eviction(client))
+        raw = retrying(lambda: client.get(f"twolevel:{crawl_id}:table")) if crawl_id else None
         if raw:
             try:
                 size = BucketTable.from_json(raw).size
