@@ -314,6 +314,28 @@ def test_buckets_taken_by_a_tick_that_then_fails_are_taken_and_loaded_again(redi
     assert restarted.held == set(range(BUCKETS))
 
 
+def test_buckets_a_failed_tick_took_are_released_if_they_move_meanwhile(redis_crawl):
+    """A tick takes every bucket, then fails (its reply lost, at start-up under dropped
+    connections): they are held in Redis, unknown to the node. Another node joins and
+    is given half; the next tick releases that half, so it can take them. Before, they
+    stayed held by a node that did not know it, and their hosts were never crawled."""
+    client, crawl_id = redis_crawl
+    a = node(client, crawl_id, "a")
+    break_inbox(client, crawl_id, "a")
+    with pytest.raises(AfterCommit):
+        a.sync(Batch())
+    assert a.held == set() and a.unconfirmed == set(range(BUCKETS))
+    b = node(client, crawl_id, "b")
+    theirs = b.registry.owned()
+    assert 0 < len(theirs) < BUCKETS
+    assert b.sync(Batch()).acquired == {}  # still held by a, in Redis
+    mend_inbox(client, crawl_id, a)
+    result = a.sync(Batch())
+    assert set(result.acquired) == set(range(BUCKETS)) - theirs
+    assert a.unconfirmed == set()
+    assert set(b.sync(Batch()).acquired) == theirs
+
+
 def test_a_tick_failing_after_its_commit_asks_to_send_only_what_it_had_not_done(redis_crawl):
     """Sending the whole batch again appended every seen key and cross URL a second time,
     and a persistent fault did so on every tick."""

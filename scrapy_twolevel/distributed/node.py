@@ -235,6 +235,10 @@ class Node:
         self.rebalance_tolerance = rebalance_tolerance
         self._rebalance_at = clock()  # the first one after a full interval
         self.held: set[int] = set()
+        #: Buckets a failed tick may have taken in Redis: held there, unknown here. The
+        #: next tick releases those the table no longer gives this node, or their new
+        #: owner would wait for them for ever.
+        self.unconfirmed: set[int] = set()
         #: Times this node was found reaped and joined again, and how many of those the
         #: scheduler has applied (dropped what it held): no dispatching in between.
         self.rejoins = 0
@@ -253,7 +257,7 @@ class Node:
         self.inbox = Inbox(self.redis, self.crawl_id, self.node_id)
         self.redis.sadd(f"{self.prefix}inboxes", self.node_id)
         self._beat_at = self._clock()
-        self.held = set()
+        self.held, self.unconfirmed = set(), set()  # it released everything above
 
     def first_sync(self, attempts: int = 20, pause: float = 0.2) -> SyncResult:
         """Join and do the first tick, at start-up: a dropped connection there is retried
@@ -294,8 +298,8 @@ class Node:
         """
         if self.lost:
             return  # writing would start a new crawl under the old id
-        self._call(self._release, list(self.held))
-        self.held = set()
+        self._call(self._release, sorted(self.held | self.unconfirmed))
+        self.held, self.unconfirmed = set(), set()
         self.registry.leave()
         if self.registry.table.nodes and self.inbox is not None:
             self.inbox.reroute(self.node_id, self._live_owner)
@@ -354,6 +358,7 @@ class Node:
         except NotAMember:
             self._commit_batch(self._rejoin(batch, result), result)
         remaining = Batch(release=list(batch.release))
+        wanted: list[int] = []
         try:
             if batch.release:
                 result.round_trips += 1
@@ -363,6 +368,10 @@ class Node:
                 remaining.release = []
             owned = self.registry.owned()
             result.owned = owned
+            if stale := self.unconfirmed - owned - self.held:
+                result.round_trips += 1
+                self._call(self._release, sorted(stale))
+                self.unconfirmed -= stale
             wanted = sorted(owned - self.held)
             if wanted:
                 self._take(wanted, result)
@@ -377,10 +386,12 @@ class Node:
                     result.round_trips += 1
                     result.planned = bool(self.redis.exists(f"{self.prefix}planned"))
         except Exception as exc:
+            self.unconfirmed.update(wanted)
             raise AfterCommit(remaining, result, exc) from exc
         # Held only now that the tick is known to succeed: a failed one takes (and loads)
         # its buckets again next time, instead of holding them unloaded.
         self.held.update(result.acquired)
+        self.unconfirmed.clear()
         return result
 
     def _rejoin(self, batch: Batch, result: SyncResult) -> Batch:
