@@ -462,34 +462,3 @@ def test_silent_hosts_double_the_first_answer_timeout_up_to_the_ceiling():
     off = SilentHosts(0.0, heard.__contains__)
     off.timed_out("d")
     assert off.timeout("d", 30.0) is None and len(off) == 0
-
-
-def test_a_silent_hosts_only_url_waits_as_long_as_it_timed_out():
-    """A host that never answered times out on its only URL (RetryMiddleware's retry
-    comes at once): it waits as long as it was waited for (10 s) before the retry, so it
-    holds a place at most half the time. No failed session: the rules above still count.
-    Once the host has answered, a timeout of its only URL does not hold it back."""
-    f, clock, _ = frontier()
-    f.push("h", 1.0, "u")
-    f.pop()
-    fail(f, "h", timeout=True, elapsed=10.0)
-    assert f.next_retry_at() == 110.0 and f.failed_sessions == 0
-    f.push("h", 1.0, "retry")
-    assert f.pop() is None  # parked: the retry waits
-    clock.now = 110.0
-    assert f.pop() == ("h", "retry")
-    answer(f, "h")
-    f.push("h", 1.0, "v")
-    assert f.pop() == ("h", "v")
-    fail(f, "h", timeout=True, elapsed=10.0)  # it has answered: the host's usual rules
-    f.push("h", 1.0, "v-retry")
-    assert f.next_retry_at() is None and f.pop() == ("h", "v-retry")
-
-
-def test_a_silent_host_with_other_urls_queued_is_not_held_back_by_one_timeout():
-    f, _, _ = frontier()
-    for i in range(3):
-        f.push("h", 1.0, f"u{i}")
-    f.pop()
-    fail(f, "h", timeout=True, elapsed=10.0)  # its session goes on: 1 failure of 2
-    assert f.next_retry_at() is None and f.pop() == ("h", "u1")

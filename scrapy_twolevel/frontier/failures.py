@@ -12,9 +12,6 @@ decides the rest:
   before any of them counts (a host that went down);
 * a session ends early after ``session_failures`` failures (of different URLs) in a row,
   and a probe (the one-request session after a back-off) that fails counts as failed too;
-* a host that never answered and whose only queued URL timed out waits as long as the
-  timeout took before that URL's retry (RetryMiddleware sends it at once), so it holds a
-  place at most half the time; the wait is not a failed session;
 * such a *failed session* backs the host off for ``backoff * 2**(n - 1)`` seconds (``n``
   failed sessions in a row), capped at ``backoff_max``, lengthened by up to ``JITTER`` so
   that hosts that failed together are not probed together; its URLs stay queued;
@@ -56,9 +53,6 @@ class FailurePolicy:
     #: out, doubled after each of its timeouts; 0: the download timeout
     #: (``TWOLEVEL_FIRST_ANSWER_TIMEOUT``; see :class:`SilentHosts`).
     first_answer_timeout: float = 10.0
-
-    def ends_session(self, failures_in_a_row: int) -> bool:
-        return failures_in_a_row >= self.session_failures
 
     def backoff_delay(self, failed_in_a_row: int, jitter: float = 0.0) -> float:
         """Seconds to wait after the ``failed_in_a_row``-th failed session (1, 2, ...).

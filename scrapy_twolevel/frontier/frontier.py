@@ -239,7 +239,7 @@ class TwoLevelFrontier:
             or host.ready_at - PACE_LEAD > self._clock()
             or host.retry_at  # must wait (refused, or its gap between requests)
         )
-        if self.failure_policy.ends_session(host.failures) or (over and host.probe_failed()):
+        if self._failures_end_session(host) or (over and host.probe_failed()):
             self._end_session(host, failed=True)
         elif over:
             self._end_session(host)
@@ -361,14 +361,10 @@ class TwoLevelFrontier:
                 host.failing_since = self._clock()
             host.failures += 1
             self.failures += 1
-        if timeout and not host.answered and not len(host.queue):
-            # Its URL's retry comes at once: it waits as long as it was waited for, so a
-            # silent host holds at most half of one of the crawl's places.
-            self._park(host, self._clock() + elapsed, WAIT_BACKOFF)
         if host.busy or host.given_up:
             return  # done() decides, as usual
         # The failure arrived after done(): decide now what done() could not.
-        limit_hit = self.failure_policy.ends_session(host.failures)
+        limit_hit = self._failures_end_session(host)
         if host.open:  # idle between two requests of its session
             if limit_hit:
                 self._ready.remove(host)
@@ -546,6 +542,9 @@ class TwoLevelFrontier:
             host.paced_until = host.ready_at - PACE_LEAD
             heapq.heappush(self._paced, (host.paced_until, self._sequence.next(), host.key))
         self._rank(host)
+
+    def _failures_end_session(self, host: Host) -> bool:
+        return host.failures >= self.failure_policy.session_failures
 
     def _only_failing_hosts_left(self) -> bool:
         """Nothing to fetch but at hosts that keep failing (backed off, or open with a
