@@ -2,9 +2,10 @@
 
 A request that cannot be encoded (a lambda callback, an object in ``meta``) lives only in
 the memory of the node that queued it. Two things need to know about them: a bucket that
-moves away is released only once its own are fetched, and a node that leaves or is
-reaped names the ones it loses, since no other node can fetch them (their seen keys are
-in Redis). Only their URLs are kept here, which is all the reports need.
+moves away is released only once its own are fetched, and a node that leaves names the
+ones it drops (another node fetches one only if it finds a link to it again: their seen
+keys reach Redis once they are fetched). Only their URLs are kept here, which is all the
+reports need.
 """
 
 from __future__ import annotations
