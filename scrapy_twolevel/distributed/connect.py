@@ -46,19 +46,24 @@ def connect(url: str) -> Any:
     return client
 
 
-def retrying(call: Callable[[], T], attempts: int = START_ATTEMPTS) -> T:
-    """``call()``, tried again after a connection error: at start-up, a connection that
-    drops once (a Redis restarting, a proxy's idle cut) must not stop the crawl, and
-    Redis that is not there still fails within a second or two."""
+def retrying(
+    call: Callable[[], T],
+    attempts: int = START_ATTEMPTS,
+    pause: float = 0.1,
+    longest: float = float("inf"),
+) -> T:
+    """``call()``, tried ``attempts`` times in all after connection errors, the pause
+    between tries doubling from ``pause`` up to ``longest``: at start-up, a connection
+    that drops (a Redis restarting, a proxy's idle cut) must not stop the crawl, and a
+    Redis that is not there still fails soon (1.5 s with the defaults)."""
     import redis
 
-    pause = 0.1
-    for _ in range(attempts - 1):
+    for attempt in range(attempts - 1):
         try:
             return call()
         except (redis.ConnectionError, redis.TimeoutError):
-            time.sleep(pause)  # start-up, before the reactor runs: nothing else waits
-            pause *= 2
+            # Start-up, before the reactor runs: nothing else waits.
+            time.sleep(min(pause * 2**attempt, longest))
     return call()
 
 

@@ -40,6 +40,7 @@ from typing import Any
 
 from .batch import AfterCommit, Batch, SyncResult
 from .buckets import LOAD_CAP
+from .connect import retrying
 from .history import HistoryWrites, delete_matching, stored_plans
 from .inbox import Inbox, prune_inboxes
 from .registry import IdTaken, NotAMember, Registry, StateLost
@@ -265,19 +266,15 @@ class Node:
         stopping the crawl, and a tick that fails after its commit leaves the rest to the
         next tick. (Five tries, 3 s in all, were not enough on a loaded machine whose
         connections were killed twice a second: a join is several round trips.)"""
-        import redis
 
-        for attempt in range(attempts):
+        def join_and_tick() -> SyncResult:
+            self.join()
             try:
-                self.join()
                 return self.sync(Batch())
             except AfterCommit:
                 return SyncResult()
-            except (redis.ConnectionError, redis.TimeoutError):
-                if attempt == attempts - 1:
-                    raise
-                time.sleep(min(pause * 2**attempt, 2.0))
-        raise AssertionError("unreachable")
+
+        return retrying(join_and_tick, attempts, pause, longest=2.0)
 
     def may_dispatch(self) -> bool:
         """Whether requests may still be handed out: stops half a ttl before anyone may
