@@ -6,10 +6,7 @@ downloader keeps as one kept-alive connection. Sessions are non-preemptive: a be
 host that appears meanwhile waits until a session ends and frees a place. When a place
 is free, the best-scored unopened host is opened.
 
-Host ranking is a heap of ``(-score, seq, host)`` entries with lazy deletion: a host whose
-score changes gets a fresh entry and its old one is skipped when it surfaces; the heap
-is rebuilt when stale entries outnumber live ones. Ties go to the earlier ``seq``, so
-equal scores are served first come, first served.
+Unopened hosts wait in a :class:`~.ranking.HostRanking` (ties: first come, first served).
 
 Failures (reported with :meth:`TwoLevelFrontier.observe_failure`) end a session early,
 back the host off, and finally give it up, as :class:`~.failures.FailurePolicy` says.
@@ -50,6 +47,7 @@ from .hosts import (
 )
 from .policies import Policy
 from .queues import FifoHostQueue, HostQueue, QualityHostQueue
+from .ranking import HostRanking
 
 #: Host key of the plain lane: requests with no network host (``data:``, ``file:``).
 PLAIN_LANE = ""
@@ -116,8 +114,6 @@ class TwoLevelFrontier:
         self._jitter = jitter if jitter is not None else random.Random().random
         self._on_session_end = on_session_end
         self._hosts: dict[str, Host] = {}
-        self._ranking: list[tuple[float, int, str]] = []
-        self._ranked = 0  # live entries in _ranking
         self._ready: deque[Host] = deque()  # open, idle, with URLs and budget left
         # Unopened hosts whose next session changed since they were last scored; scored
         # once, at the next pop, however many pushes changed them (one heap entry, not one
@@ -144,6 +140,7 @@ class TwoLevelFrontier:
         #: Numbers items (and ranking entries) in order; shared by frontiers that share a
         #: store keyed by it (topics), so their numbers never collide.
         self._sequence = sequence if sequence is not None else SeqCounter()
+        self._ranking = HostRanking(self._hosts, self._sequence)
         self._pending = 0
         self._plain: HostQueue = queue_factory(PLAIN_LANE, False)
         # One estimate shared by every host never measured (copied on its first
@@ -201,7 +198,7 @@ class TwoLevelFrontier:
                 for dirty in self._dirty.values():
                     self._rank(dirty)
                 self._dirty.clear()
-            opened = self._open_best() if self._ranked else None
+            opened = self._open_best() if len(self._ranking) else None
             if opened is None:
                 # No host is ready: rather than leave a connection idle, send the request
                 # the server will take soonest (it holds it until the host's pace has passed).
@@ -434,46 +431,15 @@ class TwoLevelFrontier:
         if host.retry_at or host.given_up or host.paced_until:
             return  # ranked again when its back-off or pace ends; never once given up
         if not len(host.queue):
-            if host.rank_token >= 0:
-                host.rank_token = -1
-                self._ranked -= 1
+            self._ranking.remove(host)
             return
-        key = -self.policy.score(host.queue, host.estimate, self.params)
-        if host.rank_token >= 0:
-            # Keep the old entry (and its place among ties) if the score is unchanged.
-            if host.rank_key == key:
-                return
-            self._ranked -= 1
-        host.rank_token = self._sequence.next()
-        host.rank_key = key
-        heapq.heappush(self._ranking, (key, host.rank_token, host.key))
-        self._ranked += 1
-        if len(self._ranking) > 2 * self._ranked + 64:
-            self._compact()
+        self._ranking.put(host, self.policy.score(host.queue, host.estimate, self.params))
 
     def _open_best(self) -> Host | None:
-        ranking = self._ranking
-        lock = self._lock
-        locked: list[tuple[float, int, str]] = []
-        while True:
-            if not ranking:
-                for entry in locked:  # open elsewhere: ranked as they were, for later
-                    heapq.heappush(ranking, entry)
-                return None
-            entry = heapq.heappop(ranking)
-            _, token, key = entry
-            host = self._hosts[key]
-            if host.rank_token != token:
-                continue
-            if lock is not None and lock.locked(key, self._lock_owner):
-                locked.append(entry)
-                continue
-            break
-        for entry in locked:
-            heapq.heappush(ranking, entry)
-        host.rank_token = -1
-        self._ranked -= 1
-        return self._open_host(host)
+        lock, owner = self._lock, self._lock_owner
+        skip = None if lock is None else (lambda key: lock.locked(key, owner))
+        best = self._ranking.pop_best(skip)
+        return None if best is None else self._open_host(best)
 
     def _open_earliest_paced(self) -> Host | None:
         """Open the paced host whose pace ends first (see :meth:`pop`)."""
@@ -549,7 +515,7 @@ class TwoLevelFrontier:
     def _only_failing_hosts_left(self) -> bool:
         """Nothing to fetch but at hosts that keep failing (backed off, or open with a
         failure and no answer yet): the crawl would only wait for their probes."""
-        if self._ranked or self._paced or self._dirty or len(self._plain):
+        if len(self._ranking) or self._paced or self._dirty or len(self._plain):
             return False
         if not all(self._hosts[key].failed_sessions for _, _, key in self._backoff):
             return False
@@ -560,9 +526,7 @@ class TwoLevelFrontier:
         )
 
     def _unrank(self, host: Host) -> None:
-        if host.rank_token >= 0:
-            host.rank_token = -1
-            self._ranked -= 1
+        self._ranking.remove(host)
         self._dirty.pop(host.key, None)
 
     def _session_failed(self, host: Host) -> None:
@@ -642,8 +606,3 @@ class TwoLevelFrontier:
             if getattr(host, attribute) == until:
                 setattr(host, attribute, 0.0)
                 self._dirty[key] = host
-
-    def _compact(self) -> None:
-        live = [e for e in self._ranking if self._hosts[e[2]].rank_token == e[1]]
-        heapq.heapify(live)
-        self._ranking = live

@@ -1,0 +1,77 @@
+"""The ranking of unopened hosts: which host opens when a place is free.
+
+A heap of ``(-score, seq, host)`` entries with lazy deletion: a host whose score changes
+gets a fresh entry and its old one is skipped when it surfaces (a host's ``rank_token``
+names its live entry); the heap is rebuilt when stale entries outnumber live ones. Ties
+go to the earlier ``seq``, so equal scores are served first come, first served. Re-scoring
+a host in place would cost a heap search per change; a frontier re-scores hosts on every
+response. Pure module: no Scrapy, no I/O.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable
+
+from .hosts import Host, SeqCounter
+
+
+class HostRanking:
+    """Hosts by score, best first; ``hosts`` is the frontier's own host table."""
+
+    def __init__(self, hosts: dict[str, Host], sequence: SeqCounter) -> None:
+        self._hosts = hosts
+        self._sequence = sequence
+        self._heap: list[tuple[float, int, str]] = []
+        self._live = 0
+
+    def __len__(self) -> int:
+        """Hosts ranked (live entries)."""
+        return self._live
+
+    def put(self, host: Host, score: float) -> None:
+        """Rank ``host`` at ``score``; an unchanged score keeps its entry and place among ties."""
+        key = -score
+        if host.rank_token >= 0:
+            if host.rank_key == key:
+                return
+            self._live -= 1
+        host.rank_token = self._sequence.next()
+        host.rank_key = key
+        heapq.heappush(self._heap, (key, host.rank_token, host.key))
+        self._live += 1
+        if len(self._heap) > 2 * self._live + 64:
+            self._compact()
+
+    def remove(self, host: Host) -> None:
+        """Take ``host`` out of the ranking (its entry goes stale)."""
+        if host.rank_token >= 0:
+            host.rank_token = -1
+            self._live -= 1
+
+    def pop_best(self, skip: Callable[[str], bool] | None = None) -> Host | None:
+        """The best-ranked host, taken out of the ranking; hosts for which ``skip(key)``
+        holds (open in another frontier) keep their entries and places."""
+        heap = self._heap
+        skipped: list[tuple[float, int, str]] = []
+        best = None
+        while heap:
+            entry = heapq.heappop(heap)
+            host = self._hosts[entry[2]]
+            if host.rank_token != entry[1]:
+                continue  # stale
+            if skip is not None and skip(host.key):
+                skipped.append(entry)
+                continue
+            best = host
+            break
+        for entry in skipped:
+            heapq.heappush(heap, entry)
+        if best is not None:
+            self.remove(best)
+        return best
+
+    def _compact(self) -> None:
+        live = [e for e in self._heap if self._hosts[e[2]].rank_token == e[1]]
+        heapq.heapify(live)
+        self._heap = live
