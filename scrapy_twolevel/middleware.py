@@ -339,13 +339,15 @@ class HostMetricsMiddleware:
         elapsed = self._clock() - sent_at if isinstance(sent_at, float) else 0.0
         repeat = bool(request.meta.get(meta_keys.FAILED_BEFORE))
         request.meta[meta_keys.FAILED_BEFORE] = True  # RetryMiddleware's copies carry it
+        timeout = isinstance(exception, TIMEOUTS)
         answers = self._signals.send_catch_log(
             host_failed,
             host=host,
             elapsed=max(0.0, elapsed),
-            timeout=isinstance(exception, TIMEOUTS),
+            timeout=timeout,
             kind=failure_kind(exception),
             repeat=repeat,
+            silent=timeout and meta_keys.FULL_TIMEOUT in request.meta,
             request=request,
         )
         if self._may_send_again(request, answers):

@@ -419,6 +419,7 @@ class TwoLevelScheduler(BaseScheduler):
         request: Request | None = None,
         kind: str = BROKEN,
         repeat: bool = False,
+        silent: bool = False,
     ) -> bool:
         """Whether the host is backed off (the middleware then sends the request back without
         using up a RetryMiddleware attempt). A download the scheduler did not hand out
@@ -429,7 +430,9 @@ class TwoLevelScheduler(BaseScheduler):
         self._inc_stat("twolevel/failures/repeat", int(repeat))
         if request is None or (lane := self.inflight.lane(request)) is None:
             return False
-        self.frontier.observe_failure(lane, elapsed=elapsed, timeout=timeout, repeat=repeat)
+        self.frontier.observe_failure(
+            lane, elapsed=elapsed, timeout=timeout, repeat=repeat, silent=silent
+        )
         self._request_done(request)
         return self.frontier.backed_off(lane)
 

@@ -14,8 +14,10 @@ cached response, no measured latency, an ``IgnoreRequest``).
 ``host_failed``: the download failed (timeout, refused or reset connection, DNS error).
 Arguments ``host``, ``request``, ``elapsed`` (seconds from sending to the failure),
 ``timeout`` (``True`` for a timeout), ``kind`` (``"down"``, ``"slow"`` or ``"broken"``, see
-:mod:`scrapy_twolevel.glue.politeness`) and ``repeat`` (the URL had failed before). The
-scheduler folds it into the host's estimates and failure streak.
+:mod:`scrapy_twolevel.glue.politeness`), ``repeat`` (the URL had failed before) and
+``silent`` (a timeout within the shortened time of a host that never answered,
+``TWOLEVEL_FIRST_ANSWER_TIMEOUT``). The scheduler folds it into the host's estimates and
+failure streak.
 
 ``host_refused``: the server refused the request for now (``TWOLEVEL_REFUSAL_CODES``).
 Arguments ``host``, ``request`` and ``retry_after`` (seconds, ``None`` when the server gave

@@ -53,8 +53,8 @@ def frontier(policy=None, max_open=1, rules=RULES, **kwargs):
     return f, clock, given_up
 
 
-def fail(f, host, *, timeout=False, elapsed=0.001, repeat=False):
-    f.observe_failure(host, elapsed=elapsed, timeout=timeout, repeat=repeat)
+def fail(f, host, *, timeout=False, elapsed=0.001, repeat=False, silent=False):
+    f.observe_failure(host, elapsed=elapsed, timeout=timeout, repeat=repeat, silent=silent)
     f.done(host)
 
 
@@ -441,6 +441,79 @@ def test_the_end_game_counts_open_hosts_that_only_failed_as_failing():
     assert f.pop() == ("dead", "d2")
     fail(f, "dead", timeout=True)  # failed session 2, only failing hosts left: given up
     assert given_up == [("dead", 2)]
+
+
+def test_a_silent_timeout_ends_the_session_of_a_host_that_never_answered_at_once():
+    """A timeout within the shortened first-answer time backs a host that never answered
+    off at its first failure (not after SESSION_FAILURES = 2) when another host waits for
+    its place. With no host waiting, or once it has answered, it counts as one failure."""
+    f, _, _ = frontier(max_open=1)
+    for i in range(3):
+        f.push("silent", 1.0, f"s{i}")
+    f.push("other", 0.5, "o0")
+    assert f.pop() == ("silent", "s0")
+    fail(f, "silent", timeout=True, elapsed=10.0, silent=True)
+    assert f.backed_off("silent") and f.next_retry_at() == 110.0  # backoff 10 s
+    assert f.pop() == ("other", "o0")  # the place is free at once
+
+    f, _, _ = frontier(max_open=1)
+    for i in range(3):
+        f.push("alone", 1.0, f"a{i}")
+    assert f.pop() == ("alone", "a0")
+    fail(f, "alone", timeout=True, silent=True)  # nobody waits: one failure of two
+    assert not f.backed_off("alone") and f.pop() == ("alone", "a1")
+
+    f, _, _ = frontier(max_open=1)
+    for i in range(3):
+        f.push("slow", 1.0, f"s{i}")
+    f.push("other", 0.5, "o0")
+    assert f.pop() == ("slow", "s0")
+    answer(f, "slow")
+    assert f.pop() == ("slow", "s1")
+    fail(f, "slow", timeout=True, silent=True)  # answered before: one failure of two
+    assert not f.backed_off("slow") and f.pop() == ("slow", "s2")
+
+
+def test_the_end_game_gives_up_backed_off_hosts_that_never_answered_once_nothing_is_open():
+    """Two hosts that never answered are backed off after their second failed session
+    (20 s, so not yet given up: another host was still crawling then). When that host's
+    last request is done and nothing is open, the next pop gives both up instead of
+    holding the crawl open 20 s for probes that would give them up anyway. A host that
+    answered before and is backed off is kept (and keeps the crawl waiting for its probe)."""
+    f, clock, given_up = frontier(max_open=3)
+    for host in ("dead1", "dead2"):
+        for i in range(4):
+            f.push(host, 1.0, f"{host}-{i}")
+    f.push("live", 0.1, "l0")
+    f.push("live", 0.1, "l1")
+    popped = dict(f.pop() for _ in range(3))
+    assert popped == {"dead1": "dead1-0", "dead2": "dead2-0", "live": "l0"}
+    for host in ("dead1", "dead2"):
+        fail(f, host, timeout=True)
+    assert dict(f.pop() for _ in range(2)) == {"dead1": "dead1-1", "dead2": "dead2-1"}
+    for host in ("dead1", "dead2"):
+        fail(f, host, timeout=True)  # failed session 1: back off 10 s
+    clock.now = 110.0
+    assert dict(f.pop() for _ in range(2)) == {"dead1": "dead1-2", "dead2": "dead2-2"}
+    for host in ("dead1", "dead2"):
+        fail(f, host, timeout=True)  # failed probe, session 2; live is open: kept
+    assert given_up == [] and f.next_retry_at() == 130.0
+    answer(f, "live")
+    assert f.pop() == ("live", "l1")
+    assert given_up == []  # live is still open
+    answer(f, "live")
+    assert f.pop() is None  # nothing open, only failing hosts left: the end game
+    assert sorted(given_up) == [("dead1", 1), ("dead2", 1)] and len(f) == 0  # 1 URL left each
+
+    f, clock, given_up = frontier(max_open=2)
+    for i in range(3):
+        f.push("was_up", 1.0, f"w{i}")
+    assert f.pop() == ("was_up", "w0")
+    answer(f, "was_up")
+    for expected in ("w1", "w2"):
+        assert f.pop() == ("was_up", expected)
+        fail(f, "was_up", timeout=True)  # went down after answering: backed off
+    assert f.pop() is None and given_up == [] and f.backed_off("was_up")
 
 
 def test_silent_hosts_double_the_first_answer_timeout_up_to_the_ceiling():

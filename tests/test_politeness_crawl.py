@@ -216,6 +216,30 @@ def test_a_given_up_hosts_requests_leave_the_jobdir_store(tmp_path):
 
 #: A download timeout no test crawl below comes near unless a hang takes all of it.
 LONG_TIMEOUT = 60
+#: Settings of a crawl whose hosts that never answer get 0.2 s, not DOWNLOAD_TIMEOUT.
+SILENT_HOSTS = {
+    **TWOLEVEL,
+    **FAST_FAILURES,
+    "DOWNLOAD_TIMEOUT": LONG_TIMEOUT,
+    "TWOLEVEL_FIRST_ANSWER_TIMEOUT": 0.2,
+}
+
+
+def crawl_with_hang_hosts(tmp_path, n_hosts, pages_per_host, n_seeds=None, **settings):
+    """Crawl a web whose hosts 1 and 4 never answer; every page of the others fetched once,
+    politely, and both hang hosts given up. Returns the crawl's stats."""
+    web = generate_web(
+        n_hosts,
+        pages_per_host,
+        seed=3,
+        n_seeds=n_seeds,
+        failures={1: "hang", 4: "hang"},
+        host_profiles=[HostProfile(connect_delay=0.002, response_delay=0.005)] * n_hosts,
+    )
+    result = crawl(tmp_path, web, {**SILENT_HOSTS, **settings})
+    assert_every_page_once_and_polite(result, web)
+    assert result.crawl_stats["twolevel/hosts_given_up"] == 2
+    return result.crawl_stats
 
 
 def test_a_host_that_never_answered_times_out_sooner(tmp_path):
@@ -223,29 +247,26 @@ def test_a_host_that_never_answered_times_out_sooner(tmp_path):
     their requests gets TWOLEVEL_FIRST_ANSWER_TIMEOUT (0.2 s), doubled per timeout, so the
     crawl ends long before a single 60-s timeout could (with the old rule it took at
     least 60 s), and every other page is fetched."""
-    web = generate_web(
-        6,
-        8,
-        seed=3,
-        failures={1: "hang", 4: "hang"},
-        host_profiles=[HostProfile(connect_delay=0.002, response_delay=0.005)] * 6,
-    )
-    settings = {
-        **TWOLEVEL,
-        **FAST_FAILURES,
-        "DOWNLOAD_TIMEOUT": LONG_TIMEOUT,
-        "TWOLEVEL_FIRST_ANSWER_TIMEOUT": 0.2,
-    }
-    result = crawl(tmp_path, web, settings)
-    assert_every_page_once_and_polite(result, web)
-    stats = result.crawl_stats
-    assert stats["twolevel/hosts_given_up"] == 2
+    stats = crawl_with_hang_hosts(tmp_path, 6, 8)
     timeouts = stats["twolevel/failures/slow"]
     assert timeouts >= 4  # at least two failed sessions per host
     # Every request to them was shortened, and the first one of each of the 4 hosts
     # that answer (one request in flight per host), none after.
     assert stats["twolevel/metrics/first_answer_timeouts"] == timeouts + 4
     assert stats["elapsed_time_seconds"] < LONG_TIMEOUT
+
+
+def test_a_host_that_never_answered_gives_its_place_up_while_others_wait(tmp_path):
+    """Eight seed hosts for two places, two of them never answer: each timeout within
+    the first-answer time backs such a host off at once, and its request goes back to
+    its queue for the probe, so no RetryMiddleware attempt is spent holding a place that
+    six answering hosts wait for (with SESSION_FAILURES = 2, the first timeout was
+    retried at once, a second 0.4-s hold of the place)."""
+    stats = crawl_with_hang_hosts(tmp_path, 8, 6, n_seeds=8, CONCURRENT_REQUESTS=2)
+    # RetryMiddleware's attempts: at most the one after each host's last failure, when it
+    # is given up (that copy is dropped); the old rule spent two per host (4 here).
+    assert stats.get("retry/count", 0) <= 2
+    assert stats["twolevel/failures/sent_again"] >= 2  # one per host at least, for its probe
 
 
 def test_a_slow_host_that_answers_gets_the_full_timeout_from_then_on(tmp_path):

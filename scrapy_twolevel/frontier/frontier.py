@@ -204,6 +204,8 @@ class TwoLevelFrontier:
                 # the server will take soonest (it holds it until the host's pace has passed).
                 opened = self._open_earliest_paced()
                 if opened is None:
+                    if not self._open and self._backoff:
+                        self._end_game()
                     return None
             host = opened
         else:
@@ -336,7 +338,13 @@ class TwoLevelFrontier:
         self.host(host_key).min_gap = max(0.0, seconds)
 
     def observe_failure(
-        self, host_key: str, *, elapsed: float, timeout: bool, repeat: bool = False
+        self,
+        host_key: str,
+        *,
+        elapsed: float,
+        timeout: bool,
+        repeat: bool = False,
+        silent: bool = False,
     ) -> None:
         """Fold a failed request into the host's estimates and its failure streak.
 
@@ -345,6 +353,10 @@ class TwoLevelFrontier:
         host queued that may be the URL's problem alone (and Scrapy retries it at once), so
         the streak is left as it is; with other URLs waiting, failing again before any of
         them is the host's too (a host that went down). A repeat still fails a probe.
+        ``silent``: a timeout within the shortened time given a host that never answered
+        (``TWOLEVEL_FIRST_ANSWER_TIMEOUT``); while other hosts wait for a place it ends the
+        session at once, so a host that is most likely down does not hold that place
+        through its retries (they wait for its probe).
         """
         host = self.host(host_key)
         if host.estimate is self._prior:
@@ -358,6 +370,8 @@ class TwoLevelFrontier:
                 host.failing_since = self._clock()
             host.failures += 1
             self.failures += 1
+        if silent and not host.answered and (len(self._ranking) or self._dirty or self._paced):
+            host.failures = max(host.failures, self.failure_policy.session_failures)
         if host.busy or host.given_up:
             return  # done() decides, as usual
         # The failure arrived after done(): decide now what done() could not.
@@ -524,6 +538,22 @@ class TwoLevelFrontier:
             for h in self._hosts.values()
             if h.open
         )
+
+    def _end_game(self) -> None:
+        """Nothing is open and nothing else is left: give up now the backed-off hosts that
+        never answered and would be given up at their next failed session (the end game of
+        :meth:`FailurePolicy.gives_up`) rather than hold the crawl open for their probes."""
+        if not self._only_failing_hosts_left():
+            return
+        for _, _, key in list(self._backoff):
+            host = self._hosts[key]
+            if host.given_up or host.answered:
+                continue
+            if self.failure_policy.gives_up(
+                host.failed_sessions, answered=False, failing_for=0.0, end_game=True
+            ):
+                host.retry_at = 0.0  # its heap entry is stale from now on
+                self._give_up(host, GIVEN_UP_FAILING)
 
     def _unrank(self, host: Host) -> None:
         self._ranking.remove(host)

@@ -30,7 +30,13 @@ class Frontier(Protocol):
     def observe(self, lane: str, **observation: Any) -> None: ...
 
     def observe_failure(
-        self, lane: str, *, elapsed: float, timeout: bool, repeat: bool = False
+        self,
+        lane: str,
+        *,
+        elapsed: float,
+        timeout: bool,
+        repeat: bool = False,
+        silent: bool = False,
     ) -> None: ...
 
     def observe_refusal(

@@ -322,10 +322,18 @@ class TopicFrontier:
         self.frontiers[topic].observe(host, **observation)
 
     def observe_failure(
-        self, lane: str, *, elapsed: float, timeout: bool, repeat: bool = False
+        self,
+        lane: str,
+        *,
+        elapsed: float,
+        timeout: bool,
+        repeat: bool = False,
+        silent: bool = False,
     ) -> None:
         topic, host = split_lane(lane)
-        self.frontiers[topic].observe_failure(host, elapsed=elapsed, timeout=timeout, repeat=repeat)
+        self.frontiers[topic].observe_failure(
+            host, elapsed=elapsed, timeout=timeout, repeat=repeat, silent=silent
+        )
 
     def observe_refusal(
         self, lane: str, *, retry_after: float | None, refused_before: int = 0
