@@ -533,7 +533,7 @@ class TwoLevelFrontier:
             return False
         if not all(self._hosts[key].failed_sessions for _, _, key in self._backoff):
             return False
-        return all(
+        return not self._open or all(  # (a scan of every host: only if one is open)
             not h.answered and (h.failures or h.failed_sessions)
             for h in self._hosts.values()
             if h.open
