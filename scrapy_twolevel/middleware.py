@@ -14,8 +14,9 @@ one broken URL counts once against its host. ``IgnoreRequest`` says nothing abou
 host: it is reported as a response with nothing measured, so the scheduler still learns
 that the request is finished.
 
-A refusal (a 429, or another of ``TWOLEVEL_REFUSAL_CODES`` such as 503 with a
-``Retry-After``) is the server asking for time: the
+A refusal (a 429, or another of ``TWOLEVEL_REFUSAL_CODES`` such as 503; without a
+``Retry-After`` only until its URL has had 5, see
+:class:`~scrapy_twolevel.frontier.failures.RefusedUrls`) is the server asking for time: the
 middleware sends :data:`~scrapy_twolevel.signals.host_refused` with the ``Retry-After``
 in seconds, and hands the request back to the scheduler (up to ``TWOLEVEL_REFUSAL_RETRIES``
 times), which keeps it in its host's queue while the host waits. RetryMiddleware never sees
@@ -41,12 +42,17 @@ from .components import MIDDLEWARE_ROLE
 from .config import TwoLevelConfig
 from .frontier import PLAIN_LANE
 from .frontier.connections import ConnectionTracker, ReplyFacts
-from .frontier.estimates import ProcessingCost
-from .frontier.failures import SilentHosts
+from .frontier.estimates import REFUSAL_STREAK, ProcessingCost
+from .frontier.failures import RefusedUrls, SilentHosts
 from .glue.intake import make_request_host
 from .glue.politeness import BROKEN, DOWN, SLOW, retry_after_seconds, robots_crawl_delay
 from .glue.preflight import check_job_state, resolve_settings, uses_this_scheduler
-from .signals import host_crawl_delay, host_failed, host_measured, host_refused
+from .signals import (
+    host_crawl_delay,
+    host_failed,
+    host_measured,
+    host_refused,
+)
 
 #: Exceptions that mean "the host took too long" rather than "could not connect"
 #: (Scrapy 2.19 wraps download timeouts in its own ``DownloadTimeoutError``).
@@ -142,6 +148,7 @@ class HostMetricsMiddleware:
         self.tracker = ConnectionTracker(idle_timeout)
         self.processing = ProcessingCost(cpu_clock)
         self.silent = SilentHosts(first_answer_timeout, self.tracker.heard_from)
+        self.refused_urls = RefusedUrls(REFUSAL_STREAK)
         self._download_timeout = download_timeout
 
     @classmethod
@@ -224,11 +231,12 @@ class HostMetricsMiddleware:
         if host is None:
             return response
         self.tracker.answered(host)  # any reply: a refusal, a cached or unmeasured one too
-        if response.status in self._refusal_codes and (
-            response.status == 429 or b"Retry-After" in response.headers
-        ):
-            # A 503 without Retry-After is an error page as far as anyone can tell (one
-            # broken URL, a server failing): RetryMiddleware handles it, as in stock Scrapy.
+        forgiven = 0
+        if response.status not in self._refusal_codes:
+            self.refused_urls.answered(request.url)
+        elif response.status == 429 or b"Retry-After" in response.headers:
+            return self._refused(host, request, response)
+        elif (forgiven := self._bare_refusals_forgiven(request)) is None:
             return self._refused(host, request, response)
         if self._robots_agent is not None and request.url.endswith("/robots.txt"):
             self._read_crawl_delay(host, response)
@@ -263,10 +271,21 @@ class HostMetricsMiddleware:
                 "remaining_on_connection": obs.remaining_on_connection,
                 "elapsed": max(float(latency), elapsed),
                 "processing": self.processing.response(len(response.body)),
+                "forgiven_refusals": forgiven,
             },
             request=request,
         )
         return response
+
+    def _bare_refusals_forgiven(self, request: Request) -> int | None:
+        """A refusal status without ``Retry-After`` (a bare 503): ``None`` while it is taken
+        for the host's refusal (see :class:`RefusedUrls`), else an error page's answer, with
+        the number of its URL's refusals whose growth of the host's gap is undone (once)."""
+        before = self.refused_urls.record(request.url)
+        if before < self.refused_urls.limit:
+            return None
+        self._stats.inc_value("twolevel/refusals/taken_for_errors")
+        return before if before == self.refused_urls.limit else 0
 
     def _refused(self, host: str, request: Request, response: Response) -> Response | Request:
         """The server refused the request for now: its host waits, the request goes back."""

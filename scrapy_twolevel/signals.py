@@ -8,8 +8,9 @@ it hears one (see :mod:`scrapy_twolevel.scheduler`).
 ``observation``: a dict of keyword arguments for
 :meth:`~scrapy_twolevel.frontier.estimates.HostEstimate.observe` (``latency``,
 ``new_connection``, ``served_on_connection``, ``closed_by_server``,
-``remaining_on_connection``), or ``None`` when the request says nothing about the host (a
-cached response, no measured latency, an ``IgnoreRequest``).
+``remaining_on_connection``, ``elapsed``, ``processing``, ``forgiven_refusals``), or
+``None`` when the request says nothing about the host (a cached response, no measured
+latency, an ``IgnoreRequest``).
 
 ``host_failed``: the download failed (timeout, refused or reset connection, DNS error).
 Arguments ``host``, ``request``, ``elapsed`` (seconds from sending to the failure),

@@ -17,7 +17,7 @@ from scrapy_twolevel.frontier import (
     QualityFirst,
     TwoLevelFrontier,
 )
-from scrapy_twolevel.frontier.failures import FailurePolicy, SilentHosts
+from scrapy_twolevel.frontier.failures import FailurePolicy, RefusedUrls, SilentHosts
 
 PARAMS = CostParams(
     default_requests_per_connection=50,
@@ -535,3 +535,28 @@ def test_silent_hosts_double_the_first_answer_timeout_up_to_the_ceiling():
     off = SilentHosts(0.0, heard.__contains__)
     off.timed_out("d")
     assert off.timeout("d", 30.0) is None and len(off) == 0
+
+
+def test_refused_urls_count_bare_refusals_per_url_until_it_answers():
+    refused = RefusedUrls(limit=2, size=3)
+    assert [refused.record("a") for _ in range(4)] == [0, 1, 2, 3]
+    refused.answered("a")  # it answered after all: a rate limit's refusals, forgotten
+    assert refused.record("a") == 0
+    for url in ("b", "c", "d"):  # size 3: the least recently refused ("a") goes
+        refused.record(url)
+    assert len(refused) == 3 and refused.record("a") == 0
+
+
+def test_forgiving_refusals_undoes_their_growth_of_the_gap():
+    est = HostEstimate.new(PARAMS)
+    for _ in range(5):
+        est.observe_refusal(0.01)  # 0.5, 0.75, 1.125, 1.6875, 2.53125
+    assert est.refusal_gap == 0.5 * 1.5**4
+    est.forgive_refusals(5)  # 2.53125 / 7.59375 = 0.333 < 0.5: they alone made it
+    assert est.refusal_gap == 0.0
+    est.observe_refusal(0.01)
+    est.observe_refusal(0.01)  # 0.75: the host's own
+    for _ in range(3):
+        est.observe_refusal(0.01)  # then one URL's: 1.125, 1.6875, 2.53125
+    est.forgive_refusals(3)
+    assert est.refusal_gap == 0.75

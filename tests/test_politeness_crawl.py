@@ -16,6 +16,7 @@ from crawl_helpers import crawl, free_port
 from scrapy_twolevel.testweb import (
     BROKEN_PATH,
     SLOW_BODY_PATH,
+    UNAVAILABLE_PATH,
     HostProfile,
     generate_web,
     host_address,
@@ -52,9 +53,12 @@ def rate_limited_web(status, retry_after):
     return generate_web(4, 10, seed=5, host_profiles=[limited] * 4)
 
 
-@pytest.mark.parametrize(("status", "retry_after"), [(429, True), (429, False), (503, True)])
+@pytest.mark.parametrize(
+    ("status", "retry_after"), [(429, True), (429, False), (503, True), (503, False)]
+)
 def test_refusing_hosts_are_paced_and_lose_no_page(tmp_path, status, retry_after):
-    """A 429, or a 503 with Retry-After, is a refusal. The first parks the host
+    """A 429 or a 503, with Retry-After or not (nginx's limit_req answers a bare 503),
+    is a refusal. The first parks the host
     (Retry-After: 1 s, or the learnt gap) and sets its gap to 0.5 s (REFUSAL_GAP_MIN),
     above the server's 0.2 s; ten pages shrink it by 0.98 each, to 0.41 s at least: no
     second refusal. The refused request is sent again by the middleware, so
@@ -72,15 +76,27 @@ def test_refusing_hosts_are_paced_and_lose_no_page(tmp_path, status, retry_after
     assert "retry/count" not in stats  # no attempt of RetryMiddleware's was used
 
 
-def test_a_503_without_retry_after_is_retrymiddlewares(tmp_path):
-    """An error page as far as anyone can tell: RetryMiddleware retries it, as in stock
-    Scrapy; the host is not parked for it."""
-    web = rate_limited_web(503, False)
-    result = crawl(tmp_path, web, TWOLEVEL)
+def test_a_url_that_keeps_answering_a_bare_503_is_an_error_page(tmp_path):
+    """/_unavailable answers 503 without Retry-After every time, on a host that serves its
+    other pages. A rate limit cannot be told from one such answer: its first 5 refusals
+    each park the host, grow its gap (0.5, 0.75, 1.125, 1.69, 2.53 s) and are sent again;
+    then it is an error page: RetryMiddleware retries it twice, as in stock Scrapy, and
+    the gap its refusals taught the host is undone (2.53 / 1.5^5 < 0.5 s: none is left).
+    No page of the host is lost."""
+    web = generate_web(
+        2, 10, seed=3, host_profiles=[HostProfile(connect_delay=0.002, response_delay=0.005)] * 2
+    )
+    port = free_port()
+    unavailable = f"http://{host_address(0)}:{port}{UNAVAILABLE_PATH}"
+    result = crawl(tmp_path, web, TWOLEVEL, port=port, extra_seeds=[unavailable])
+    assert_every_page_once_and_polite(result, web)
+    # 5 refusals, then the request passed on and RetryMiddleware's 2 retries: 8 answers.
+    assert result.server.hosts[0].paths[UNAVAILABLE_PATH] == 5 + 1 + 2
     stats = result.crawl_stats
-    assert "twolevel/refusals" not in stats
-    assert stats["retry/count"] >= len(web.hosts)
-    assert max(result.server.max_concurrent_requests_per_host().values()) == 1
+    assert stats["twolevel/refusals/503"] == stats["twolevel/refusals/sent_again"] == 5
+    assert stats["twolevel/refusals/taken_for_errors"] == 3
+    assert stats["retry/count"] == 2 and stats["retry/max_reached"] == 1
+    assert stats[f"twolevel/host/{host_address(0)}/refusal_gap"] == 0.0
 
 
 def test_refusals_passed_on_after_the_refusal_retries(tmp_path):

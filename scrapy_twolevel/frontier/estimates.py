@@ -141,6 +141,7 @@ class HostEstimate:
         gap: float | None = None,
         idle: bool = True,
         processing: float | None = None,
+        forgiven_refusals: int = 0,
     ) -> float:
         """Fold one response into the estimates; return how long the server held it.
 
@@ -154,7 +155,9 @@ class HostEstimate:
         none was), ``idle`` whether the host was idle before this request (``IDLE_GAP``). A
         response held by the server (see :data:`DELAY_MIN`) is a pace sample; the hold is
         left out of every time measured. ``processing``: the crawler CPU seconds the
-        response is expected to cost (:class:`ProcessingCost`).
+        response is expected to cost (:class:`ProcessingCost`). ``forgiven_refusals``: the
+        response is an error page whose URL's last refusals were its own, not the host's
+        (see :meth:`forgive_refusals`).
         """
         alpha = params.alpha
         latency = max(0.0, latency)
@@ -209,6 +212,8 @@ class HostEstimate:
         elif served_on_connection > 1:
             self.keepalive = True
         self.refusal_gap *= REFUSAL_SHRINK
+        if forgiven_refusals:
+            self.forgive_refusals(forgiven_refusals)
         self._outcome(1.0, alpha)
         self.samples += 1
         return delay
@@ -221,6 +226,13 @@ class HostEstimate:
         if grow:
             grown = max(self.refusal_gap * REFUSAL_GROW, gap or 0.0, REFUSAL_GAP_MIN)
             self.refusal_gap = min(grown, REFUSAL_GAP_MAX)
+
+    def forgive_refusals(self, refusals: int) -> None:
+        """Undo the growth of the gap by ``refusals`` refusals that were one URL's own (an
+        error page, see :class:`~.failures.RefusedUrls`); a gap left below
+        ``REFUSAL_GAP_MIN`` came from them alone and goes."""
+        gap = self.refusal_gap / REFUSAL_GROW**refusals
+        self.refusal_gap = gap if gap >= REFUSAL_GAP_MIN else 0.0
 
     def _held(self, latency: float) -> float:
         """Seconds the server held a response of ``latency`` (see :data:`DELAY_MIN`)."""

@@ -135,3 +135,36 @@ class SilentHosts:
 
     def __len__(self) -> int:
         return len(self._timeouts)
+
+
+class RefusedUrls:
+    """URLs answered with a refusal status but no ``Retry-After`` (a bare 503), counted.
+
+    nginx's ``limit_req`` refuses with a bare 503, and so does a broken page: one answer
+    cannot tell them apart. A rate limit lets the URL through once its host is paced, a
+    broken page never does; so a URL's bare refusals are taken for its host's until it
+    has had ``limit`` of them (across requests: a seed refetched keeps its count), and it
+    is an error page from then on. A response of the URL forgets it; at most ``size`` URLs
+    are kept, the least recently refused go first.
+    """
+
+    def __init__(self, limit: int, size: int = 4096) -> None:
+        self.limit = limit
+        self.size = size
+        self._counts: dict[str, int] = {}
+
+    def record(self, url: str) -> int:
+        """One more bare refusal of ``url``; returns how many it had before this one."""
+        count = self._counts.pop(url, 0)  # re-inserted last: least recently refused first
+        self._counts[url] = count + 1
+        if len(self._counts) > self.size:
+            del self._counts[next(iter(self._counts))]
+        return count
+
+    def answered(self, url: str) -> None:
+        """``url`` got an answer that is not a refusal: a rate limit's, if any; forgotten."""
+        if self._counts:
+            self._counts.pop(url, None)
+
+    def __len__(self) -> int:
+        return len(self._counts)

@@ -33,7 +33,15 @@ from twisted.internet.protocol import Factory, Protocol
 from twisted.python.failure import Failure
 
 from .stats import HostStats, ResponseEvent, ServerStats, fetch_remote_stats
-from .web import BROKEN_PATH, CONTROL_ADDRESS, SLOW_BODY_PATH, SLOW_BODY_SECONDS, HostSpec, WebSpec
+from .web import (
+    BROKEN_PATH,
+    CONTROL_ADDRESS,
+    SLOW_BODY_PATH,
+    SLOW_BODY_SECONDS,
+    UNAVAILABLE_PATH,
+    HostSpec,
+    WebSpec,
+)
 
 __all__ = [
     "HostStats",
@@ -461,6 +469,8 @@ class TestWebServer:
             return _Answer(421, "text/plain", b"this address does not serve that host\n")
         if request.path == SLOW_BODY_PATH:
             return _Answer(200, "text/plain", b"slow body\n" * 100)
+        if request.path == UNAVAILABLE_PATH:
+            return _Answer(503, "text/plain", b"unavailable\n")
         if request.path == "/robots.txt":
             delay = f"Crawl-delay: {host.crawl_delay}\n" if host.crawl_delay else ""
             return _Answer(200, "text/plain", _ROBOTS + delay.encode())

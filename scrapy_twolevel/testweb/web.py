@@ -35,6 +35,7 @@ __all__ = [
     "FAILURES",
     "SLOW_BODY_PATH",
     "SLOW_BODY_SECONDS",
+    "UNAVAILABLE_PATH",
     "HostProfile",
     "HostSpec",
     "PageSpec",
@@ -54,6 +55,9 @@ BROKEN_PATH = "/_broken"
 #: ``SLOW_BODY_SECONDS`` later (a large page over a slow link, as a client sees it).
 SLOW_BODY_PATH = "/_slow_body"
 SLOW_BODY_SECONDS = 1.5
+#: A path on any host that always answers 503 without ``Retry-After``: an error page that
+#: looks like a rate limit's refusal.
+UNAVAILABLE_PATH = "/_unavailable"
 
 #: How a host can fail, as the server simulates it:
 #:
