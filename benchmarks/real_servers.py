@@ -133,12 +133,13 @@ def run_regime(
     clock: report.Clock,
     *,
     rate_scale: float | None = None,
-    refuse: bool = False,
+    refuse: int = 0,
 ) -> dict[str, Any]:
     """Crawl the corpus with each variant against a fresh nginx; judge each from its log.
 
-    ``rate_scale`` defaults to the regime's; ``refuse``: hosts answer 429 + Retry-After to
-    requests faster than their rate instead of holding them (:mod:`host_health`).
+    ``rate_scale`` defaults to the regime's; ``refuse``: hosts answer requests faster than
+    their rate with 429 + Retry-After (429) or nginx's bare 503 (503) instead of holding
+    them (0; see :mod:`host_health`).
     """
     scale = REGIMES[regime] if rate_scale is None else rate_scale
     profiles = [p.scaled(scale) for p in servers.draw_profiles(len(sites), seed)]

@@ -92,7 +92,7 @@ def nginx_config(
     sites: list[Site],
     profiles: list[HostProfile],
     log: Path,
-    refuse: bool = False,
+    refuse: int = 0,
 ) -> str:
     zones, servers = [], []
     for i, (site, p) in enumerate(zip(sites, profiles, strict=True)):
@@ -101,7 +101,9 @@ def nginx_config(
             f"    limit_req_zone $server_addr zone=h{i}:1m rate={round(p.rate_per_minute)}r/m;"
         )
         limit_rate = f"        limit_rate {int(p.bandwidth)};\n" if p.bandwidth else ""
-        if refuse:
+        if refuse == 503:
+            limit = f"        limit_req zone=h{i};\n"  # nginx's default: a bare 503
+        elif refuse:
             retry_after = max(1, math.ceil(60 / p.rate_per_minute))
             limit = (
                 f"        limit_req zone=h{i};\n"
@@ -163,7 +165,7 @@ class Nginx:
     """One nginx for one crawl: a fresh access log and fresh rate-limit state."""
 
     def __init__(
-        self, workdir: Path, sites: list[Site], profiles: list[HostProfile], refuse: bool = False
+        self, workdir: Path, sites: list[Site], profiles: list[HostProfile], refuse: int = 0
     ) -> None:
         self.workdir = workdir
         self.refuse = refuse
