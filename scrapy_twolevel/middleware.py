@@ -47,12 +47,7 @@ from .frontier.failures import RefusedUrls, SilentHosts
 from .glue.intake import make_request_host
 from .glue.politeness import BROKEN, DOWN, SLOW, retry_after_seconds, robots_crawl_delay
 from .glue.preflight import check_job_state, resolve_settings, uses_this_scheduler
-from .signals import (
-    host_crawl_delay,
-    host_failed,
-    host_measured,
-    host_refused,
-)
+from .signals import host_crawl_delay, host_failed, host_measured, host_refused
 
 #: Exceptions that mean "the host took too long" rather than "could not connect"
 #: (Scrapy 2.19 wraps download timeouts in its own ``DownloadTimeoutError``).

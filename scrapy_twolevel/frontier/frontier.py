@@ -370,7 +370,7 @@ class TwoLevelFrontier:
                 host.failing_since = self._clock()
             host.failures += 1
             self.failures += 1
-        if silent and not host.answered and (len(self._ranking) or self._dirty or self._paced):
+        if silent and not host.answered and self._hosts_waiting():
             host.failures = max(host.failures, self.failure_policy.session_failures)
         if host.busy or host.given_up:
             return  # done() decides, as usual
@@ -526,10 +526,14 @@ class TwoLevelFrontier:
     def _failures_end_session(self, host: Host) -> bool:
         return host.failures >= self.failure_policy.session_failures
 
+    def _hosts_waiting(self) -> bool:
+        """Unopened hosts wait for a place: ranked, to be ranked, or waiting out a pace."""
+        return bool(len(self._ranking) or self._dirty or self._paced)
+
     def _only_failing_hosts_left(self) -> bool:
         """Nothing to fetch but at hosts that keep failing (backed off, or open with a
         failure and no answer yet): the crawl would only wait for their probes."""
-        if len(self._ranking) or self._paced or self._dirty or len(self._plain):
+        if self._hosts_waiting() or len(self._plain):
             return False
         if not all(self._hosts[key].failed_sessions for _, _, key in self._backoff):
             return False
