@@ -17,6 +17,11 @@ SEED_MIDDLEWARE_ORDER = 950
 TOPIC_MIDDLEWARE_PATH = "scrapy_twolevel.topics.TopicMiddleware"
 #: Near the spider too: it sees the callback's output as the callback yields it.
 TOPIC_MIDDLEWARE_ORDER = 960
+DUPLICATE_LINKS_PATH = "scrapy_twolevel.duplicate_links.DuplicateLinksMiddleware"
+#: Nearest the spider after the topic and seed middlewares, whose tags it must see; before
+#: Scrapy's depth (900), URL length (800) and referer (700) middlewares, so duplicates skip
+#: them.
+DUPLICATE_LINKS_ORDER = 940
 #: The live view: the dashboard (``TWOLEVEL_WEB_PORT``) and the periodic status line.
 LIVE_VIEW_PATH = "scrapy_twolevel.live.extension.LiveView"
 LIVE_VIEW_ORDER = 500
@@ -27,3 +32,4 @@ DUPEFILTER_ROLE = "seen-cache"
 MIDDLEWARE_ROLE = "host-metrics"
 SEED_MIDDLEWARE_ROLE = "seeds"
 TOPIC_MIDDLEWARE_ROLE = "topics"
+DUPLICATE_LINKS_ROLE = "duplicate-links"

@@ -2,12 +2,12 @@
 
 Downloads the sdist of the installed Scrapy with pip (cached under ``.cache/``), installs
 what its tests need, and runs the crawl-level test files (:data:`FILES`) twice: stock, and
-with the two-level scheduler, the seen-cache dupefilter and the host metrics middleware as
-Scrapy's defaults (``scrapy_compat_plugin``). Every test whose outcome differs must be in
-:data:`DELIBERATE` (the docs list them, with why). Exit status 0 when that holds. The time
-of both runs is reported; ``--max-ratio R`` also fails a run with our components that took
-more than R times the stock one (not in the test command: speed is judged from the
-committed run, not by a timed test on a noisy machine).
+with the two-level scheduler, the seen-cache dupefilter, the host metrics middleware and the
+duplicate-links middleware as Scrapy's defaults (``scrapy_compat_plugin``). Every test
+whose outcome differs must be in :data:`DELIBERATE` (the docs list them, with why). Exit
+status 0 when that holds. The time of both runs is reported; ``--max-ratio R`` also fails
+a run with our components that took more than R times the stock one (not in the test
+command: speed is judged from the committed run, not by a timed test on a noisy machine).
 
 Usage (from the checkout, with its venv)::
 

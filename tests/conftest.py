@@ -31,8 +31,8 @@ LAYERS = {
     ),
     "glue": "config dupefilter packaging scheduler_contract",
     "crawl": (
-        "crash crawl disk_faults example_project live_browser live_crawl politeness_crawl "
-        "recrawl_crawl startup "
+        "crash crawl disk_faults duplicate_links example_project live_browser live_crawl "
+        "politeness_crawl recrawl_crawl startup "
         "testweb "
         "testweb_cli topics_crawl"
     ),

@@ -344,3 +344,65 @@ class FlagHomePagesDropItems:
         async for item in result:
             if isinstance(item, Request):
                 yield item
+
+
+class CountRequests:
+    """Spider middleware: counts in ``count/<COUNT_REQUESTS_STAT>`` the requests a
+    callback's output carries where it is enabled (its order says where)."""
+
+    def __init__(self, stats, name):
+        self.stats = stats
+        self.key = f"count/{name}"
+
+    @classmethod
+    def from_crawler(cls, crawler):
+        return cls(crawler.stats, crawler.settings.get("COUNT_REQUESTS_STAT", "requests"))
+
+    async def process_spider_output(self, response, result):
+        async for item in result:
+            if hasattr(item, "dont_filter"):
+                self.stats.inc_value(self.key)
+            yield item
+
+
+class CountDropped:
+    """Extension: counts ``request_dropped`` signals in the stat ``count/request_dropped``."""
+
+    def __init__(self, stats):
+        self.stats = stats
+
+    @classmethod
+    def from_crawler(cls, crawler):
+        import scrapy.signals
+
+        ext = cls(crawler.stats)
+        crawler.signals.connect(ext.dropped, signal=scrapy.signals.request_dropped)
+        return ext
+
+    def dropped(self, request, spider):
+        self.stats.inc_value("count/request_dropped")
+
+
+class DontFilterHomePages:
+    """Spider middleware: every link a callback yields to the home page of a host in
+    DONT_FILTER_HOSTS (addresses) is ``dont_filter``, so each is fetched again (counted in
+    ``count/dont_filter``)."""
+
+    def __init__(self, stats, hosts):
+        self.stats = stats
+        self.hosts = set(hosts)
+
+    @classmethod
+    def from_crawler(cls, crawler):
+        return cls(crawler.stats, crawler.settings.getlist("DONT_FILTER_HOSTS"))
+
+    async def process_spider_output(self, response, result):
+        from urllib.parse import urlsplit
+
+        async for item in result:
+            if hasattr(item, "dont_filter"):
+                url = urlsplit(item.url)
+                if url.hostname in self.hosts and url.path in ("", "/"):
+                    self.stats.inc_value("count/dont_filter")
+                    item = item.replace(dont_filter=True)
+            yield item

@@ -62,6 +62,12 @@ class MemoryBackend:
         reporter: Reporter,
     ) -> None:
         self.df = dupefilter
+        # Only the seen cache can test a request without recording it.
+        key, has_key = (
+            getattr(dupefilter, "request_key", None),
+            getattr(dupefilter, "has_key", None),
+        )
+        self._peek = (key, has_key) if key and has_key else None
         self.intake = intake
         self.reporter = reporter
         self.frontier: Frontier | None = None
@@ -96,6 +102,19 @@ class MemoryBackend:
         self.reporter.inc(
             "scheduler/enqueued/disk" if isinstance(item, bytes) else "scheduler/enqueued/memory"
         )
+        return True
+
+    def drop_if_seen(self, request: Request) -> bool:
+        """Whether :meth:`enqueue` would filter ``request``, asked without recording it
+        (logged and counted as filtered if so): the duplicate-links middleware drops such
+        requests as the spider yields them. ``False`` when the dupefilter is not the seen
+        cache, which has no test that records nothing."""
+        if request.dont_filter or self._peek is None:
+            return False
+        key, has_key = self._peek
+        if not has_key(key(request)):
+            return False
+        self.df.log(request, self.reporter.spider)
         return True
 
     def _item(self, request: Request) -> Any:

@@ -1,0 +1,107 @@
+"""``DuplicateLinksMiddleware``: drops a callback's links to pages already seen, at once.
+
+Most links a page carries lead to pages the crawl has seen: on the real-server benchmark's
+documentation sites (about 600 links a page) 93% of the requests the spider yields are
+duplicates. Stock Scrapy hands each one to every spider middleware below and to the
+engine (its ``request_scheduled`` signal) before the dupefilter drops it, and that is most
+of a link-heavy crawl's CPU: while it is busy, responses wait and no new request starts.
+Measured on that benchmark (politeness-bound, 60 s, two runs each): with this middleware
+the crawl fetched 1,110-1,180 pages in the first minute instead of 557-642, and gathered
+0.49 of the web's quality instead of 0.39.
+
+It asks the scheduler whether the seen cache already holds the request, a test that
+records nothing: a new request still reaches the scheduler, which records it. A dropped
+request is logged and counted as the dupefilter does (``dupefilter/filtered``), counted in
+``twolevel/seen/filtered_early`` and announced with ``request_dropped``, as a request the
+scheduler filtered is. What differs from a duplicate filtered in the scheduler:
+
+- spider middlewares with a lower order (Scrapy's depth, URL-length and referer ones, and
+  a project's own at the usual 543) do not see it, and no ``request_scheduled`` signal is
+  sent for it; a middleware there that changes a request's URL, method or body, or sets
+  ``dont_filter``, does so after this test: give it an order above 940, or disable this
+  middleware;
+- only with the two-level scheduler and the seen cache on one machine; in the distributed
+  mode (a node's seen set holds its own buckets' keys only) or with another scheduler or
+  dupefilter it passes everything on.
+
+``ADDONS = {"scrapy_twolevel.Addon": 0}`` adds it; by hand it is ``SPIDER_MIDDLEWARES =
+{"scrapy_twolevel.duplicate_links.DuplicateLinksMiddleware": 940}``; ``None`` there
+disables it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from scrapy import Request, signals
+
+from ._engine import scheduler_of
+from .components import DUPLICATE_LINKS_ROLE
+
+if TYPE_CHECKING:
+    from typing import Self
+
+    from scrapy.crawler import Crawler
+    from scrapy.http import Response
+
+#: The stat of the duplicates dropped here.
+FILTERED_EARLY = "twolevel/seen/filtered_early"
+
+
+class DuplicateLinksMiddleware:
+    """Spider middleware: requests the seen cache already holds go no further."""
+
+    #: What the start-up checks (:mod:`scrapy_twolevel.glue.preflight`) look for.
+    twolevel_role: ClassVar[str] = DUPLICATE_LINKS_ROLE
+
+    def __init__(self, crawler: Crawler) -> None:
+        self._crawler = crawler
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> Self:
+        return cls(crawler)
+
+    def process_spider_output(
+        self, response: Response, result: Iterable[Any], spider: Any = None
+    ) -> Iterator[Any]:
+        seen = self._test()
+        if seen is None:
+            yield from result
+            return
+        for item in result:
+            if not (isinstance(item, Request) and seen(item)):
+                yield item
+
+    async def process_spider_output_async(
+        self, response: Response, result: AsyncIterator[Any], spider: Any = None
+    ) -> AsyncIterator[Any]:
+        seen = self._test()
+        if seen is None:
+            async for item in result:
+                yield item
+            return
+        async for item in result:
+            if not (isinstance(item, Request) and seen(item)):
+                yield item
+
+    def _test(self) -> Callable[[Request], bool] | None:
+        """The test for this response's output, or ``None`` (pass everything on): the
+        scheduler's backend answers only on one machine with the seen cache."""
+        backend = getattr(scheduler_of(self._crawler), "backend", None)
+        drop_if_seen = getattr(backend, "drop_if_seen", None)
+        if drop_if_seen is None:
+            return None
+        crawler = self._crawler
+        send, stats = crawler.signals.send_catch_log, crawler.stats
+        spider = crawler.spider
+
+        def seen(request: Request) -> bool:
+            if not drop_if_seen(request):
+                return False
+            if stats is not None:
+                stats.inc_value(FILTERED_EARLY)
+            send(signals.request_dropped, request=request, spider=spider)
+            return True
+
+        return seen
