@@ -10,8 +10,9 @@ default scheduler and a clairvoyant reference, in one run:
   PageRank of the sites' own link graph, handed to the spider as ``priority``.
 - **the crawls**: each variant is a fresh ``scrapy crawl`` process (:mod:`realweb.crawl`)
   against a fresh nginx, with ``CONCURRENT_REQUESTS = 8`` and one request per host
-  (``CONCURRENT_REQUESTS_PER_DOMAIN = 1``): Scrapy 2.19's defaults (``scrapy``) and the
-  add-on with each policy (``ADDONS = {"scrapy_twolevel.Addon": 0}``, ``TWOLEVEL_POLICY``).
+  (``CONCURRENT_REQUESTS_PER_DOMAIN = 1``): Scrapy 2.19's defaults (``scrapy``), the
+  add-on with each policy (``ADDONS = {"scrapy_twolevel.Addon": 0}``, ``TWOLEVEL_POLICY``),
+  and crawl-capability without the duplicate-links middleware (what that middleware adds).
 - **two regimes**: *politeness-bound* (36 to 600 requests per minute per host; every crawl
   stopped after ``--window`` seconds) and *CPU-bound* (the same rates x 20, so that the
   crawler's CPU sets the pace, not the largest site's rate; crawls run to the end, or
@@ -40,6 +41,7 @@ from typing import Any
 import scrapy
 
 import scrapy_twolevel
+from scrapy_twolevel.components import DUPLICATE_LINKS_PATH
 from harness import DOCS_RESULTS, RESULTS, report
 from harness.crawl import pythonpath
 from harness.env import environment
@@ -49,7 +51,9 @@ HERE = Path(__file__).resolve().parent
 NAME = "real_servers"
 CONNECTIONS = 8
 POLICIES = ("breadth-first", "performance-first", "quality-first", "crawl-capability")
-VARIANTS = ("scrapy", *POLICIES)
+#: crawl-capability without the duplicate-links middleware: what the middleware adds.
+WITHOUT_EARLY_DROP = "crawl-capability without duplicate-links"
+VARIANTS = ("scrapy", *POLICIES, WITHOUT_EARLY_DROP)
 REGIMES = {"politeness": 1.0, "cpu": 20.0}  # rate scale
 PRIORITY_SCALE = 1_000_000
 TARGETS = {
@@ -81,6 +85,9 @@ def variant_settings(variant: str, close_after: float) -> dict[str, Any]:
         "LOG_LEVEL": "INFO",
         "CLOSESPIDER_TIMEOUT": close_after,
     }
+    if variant == WITHOUT_EARLY_DROP:
+        settings["SPIDER_MIDDLEWARES"] = {DUPLICATE_LINKS_PATH: None}
+        variant = "crawl-capability"
     if variant != "scrapy":
         settings["ADDONS"] = {"scrapy_twolevel.Addon": 0}
         settings["TWOLEVEL_POLICY"] = variant
