@@ -41,11 +41,11 @@ from typing import Any
 import scrapy
 
 import scrapy_twolevel
-from scrapy_twolevel.components import DUPLICATE_LINKS_PATH
 from harness import DOCS_RESULTS, RESULTS, report
 from harness.crawl import pythonpath
 from harness.env import environment
 from realweb import clairvoyant, corpus, judge, servers
+from scrapy_twolevel.components import DUPLICATE_LINKS_PATH
 
 HERE = Path(__file__).resolve().parent
 NAME = "real_servers"
