@@ -52,7 +52,7 @@ NAME = "real_servers"
 CONNECTIONS = 8
 POLICIES = ("breadth-first", "performance-first", "quality-first", "crawl-capability")
 #: crawl-capability without the duplicate-links middleware: what the middleware adds.
-WITHOUT_EARLY_DROP = "crawl-capability without duplicate-links"
+WITHOUT_EARLY_DROP = "crawl-capability-without-duplicate-links"
 VARIANTS = ("scrapy", *POLICIES, WITHOUT_EARLY_DROP)
 REGIMES = {"politeness": 1.0, "cpu": 20.0}  # rate scale
 PRIORITY_SCALE = 1_000_000
