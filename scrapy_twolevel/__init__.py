@@ -1,7 +1,7 @@
 """Two-level (host + URL) scheduling for Scrapy.
 
 The public names, each at the path to write in ``settings.py`` (docs/reference.rst lists
-the same): the scheduler, the host metrics middleware, the seen-cache dupefilter, the two
+the same): the scheduler, the host metrics middleware, the seen-cache dupefilter, the three
 spider middlewares, the add-on, the settings reader, the policy base class for custom
 policies, and the two error types.
 """
@@ -17,6 +17,7 @@ from .frontier.policies import Policy
 
 __all__ = [
     "Addon",
+    "DuplicateLinksMiddleware",
     "HostMetricsMiddleware",
     "Policy",
     "SeedMiddleware",
@@ -38,6 +39,7 @@ _LAZY = {
     "SeenCacheDupeFilter": ".dupefilter",
     "SeedMiddleware": ".seeds",
     "TopicMiddleware": ".topics",
+    "DuplicateLinksMiddleware": ".duplicate_links",
 }
 
 

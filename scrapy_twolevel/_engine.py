@@ -2,11 +2,13 @@
 
 Scrapy has no public hook to (a) wake the engine when a scheduler that held requests back
 has one ready again, (b) ask which requests are still inside the downloader or the
-engine (for leases, :func:`requests_in_progress`), or (c) read a
+engine (for leases, :func:`requests_in_progress`), (c) read a
 request's meta without creating an empty dict for it (millions of pending requests would
-each get one). (a) and (b) are checked inside a real crawl by
-``test_scrapy_internals_we_rely_on_still_exist`` in ``tests/test_crawl.py``, (c) by
-``test_peek_meta_does_not_create_meta`` in ``tests/test_intake.py``; both fail
+each get one), or (d) tell whether a response's connection stayed open
+(:func:`pooled_connections`). (a) and (b) are checked inside a real crawl by
+``test_scrapy_internals_we_rely_on_still_exist`` in ``tests/test_crawl.py``, (d) by
+``test_reconnects_are_seen_though_twisted_hides_the_connection_header`` there, (c) by
+``test_peek_meta_does_not_create_meta`` in ``tests/test_intake.py``; they fail
 loudly if Scrapy changes them.
 """
 
@@ -68,6 +70,40 @@ def requests_in_progress(crawler: Crawler) -> Container[Any] | None:
     """
     slot = getattr(_engine(crawler), "_slot", None)
     return getattr(slot, "inprogress", None)
+
+
+def pooled_connections(crawler: Crawler, request: Request) -> int | None:
+    """Idle connections Scrapy's HTTP/1.1 download handler keeps to ``request``'s server.
+
+    Asked as the response reaches the downloader middlewares, when a connection the server
+    kept open is back in the pool: 0 means the server closed the one the response came on.
+    Scrapy tells middlewares nothing about connections, and Twisted keeps ``Connection``
+    and ``Keep-Alive`` out of ``response.headers``, so this is where a reconnect shows.
+    ``None`` when it cannot be known: a proxy, another download handler, no engine.
+    """
+    if peek_meta(request).get("proxy"):
+        return None
+    from scrapy.utils.httpobj import urlparse_cached
+
+    handlers = getattr(getattr(_engine(crawler), "downloader", None), "handlers", None)
+    parts = urlparse_cached(request)
+    handler = getattr(handlers, "_handlers", {}).get(parts.scheme)
+    pool = getattr(getattr(handler, "_pool", None), "_connections", None)
+    if not isinstance(pool, dict):
+        return None
+    try:
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError:
+        return None
+    # Twisted's keys: (scheme, host, port, ...) in bytes; Scrapy adds its bind address.
+    server = (parts.scheme.encode(), (parts.hostname or "").encode(), port)
+    return sum(len(idle) for key, idle in pool.items() if _server_of(key) == server)
+
+
+def _server_of(key: Any) -> tuple[bytes, bytes, int] | None:
+    if isinstance(key, tuple) and len(key) >= 3 and isinstance(key[1], bytes):
+        return key[0], key[1].lower(), key[2]
+    return None
 
 
 def peek_meta(request: Request) -> Mapping[str, Any]:

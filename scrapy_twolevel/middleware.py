@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from functools import partial
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from scrapy import exceptions as scrapy_exceptions
@@ -38,6 +39,7 @@ from twisted.internet import defer
 from twisted.internet import error as net_error
 
 from . import meta as meta_keys
+from ._engine import pooled_connections
 from .components import MIDDLEWARE_ROLE
 from .config import TwoLevelConfig
 from .frontier import PLAIN_LANE
@@ -120,6 +122,7 @@ class HostMetricsMiddleware:
         handles_status: Callable[[Request, int], bool] = lambda request, status: False,
         first_answer_timeout: float = 0.0,
         download_timeout: float = 0.0,
+        pooled: Callable[[Request], int | None] = lambda request: None,
     ) -> None:
         """``scheduler_keeps``: this package's scheduler runs the crawl, so requests sent
         again wait in their host's queue while it waits (see the module docstring); without
@@ -128,7 +131,9 @@ class HostMetricsMiddleware:
         asked to see this status itself (``handle_httpstatus_list``);
         ``first_answer_timeout``: the timeout of a host that never answered (0: none, see
         :class:`~scrapy_twolevel.frontier.failures.SilentHosts`), for requests that have
-        the crawl's ``download_timeout`` (a request's own is left alone)."""
+        the crawl's ``download_timeout`` (a request's own is left alone); ``pooled(request)``:
+        idle connections to the request's server once its response came (0: the server
+        closed it; ``None``: not known; :func:`~scrapy_twolevel._engine.pooled_connections`)."""
         self._signals = signals
         self._stats = stats
         self._host_of = host_of
@@ -145,6 +150,7 @@ class HostMetricsMiddleware:
         self.silent = SilentHosts(first_answer_timeout, self.tracker.heard_from)
         self.refused_urls = RefusedUrls(REFUSAL_STREAK)
         self._download_timeout = download_timeout
+        self._pooled = pooled
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
@@ -176,6 +182,7 @@ class HostMetricsMiddleware:
             handles_status=_spider_handles(crawler),
             first_answer_timeout=config.failures.first_answer_timeout if ours else 0.0,
             download_timeout=settings.getfloat("DOWNLOAD_TIMEOUT"),
+            pooled=partial(pooled_connections, crawler),
         )
         if middleware.silent.first:
             crawler.signals.connect(middleware._headers_received, scrapy_signals.headers_received)
@@ -242,10 +249,12 @@ class HostMetricsMiddleware:
                 host_measured, host=host, observation=None, request=request
             )
             return response
+        pooled = self._pooled(request)
         facts = ReplyFacts.parse(
             getattr(response, "protocol", None),
             response.headers.get(b"Connection", b"").decode("latin-1"),
             response.headers.get(b"Keep-Alive", b"").decode("latin-1"),
+            kept_open=None if pooled is None else pooled > 0,
         )
         now = self._clock()
         obs = self.tracker.observe(host, facts, sent_at=now - latency, replied_at=now)

@@ -246,6 +246,35 @@ def test_scrapy_internals_we_rely_on_still_exist(tmp_path):
     assert stats["probe/in_progress"] == stats["probe/requests"]
 
 
+def test_reconnects_are_seen_though_twisted_hides_the_connection_header(tmp_path):
+    """Twisted keeps ``Connection: close`` out of ``response.headers``; the middleware asks
+    Scrapy's connection pool instead (``_engine.pooled_connections``), so a host that
+    closes after every request is not modelled as kept alive, and the connections the
+    middleware counts are the ones the server saw. Fails loudly if the pool changes."""
+    limits = (1, 4, 1000)  # requests per connection, hosts 0, 1, 2
+    profiles = [
+        HostProfile(connect_delay=0.001, response_delay=0.002, max_requests_per_connection=n)
+        for n in limits
+    ]
+    web = generate_web(3, 12, seed=3, n_seeds=3, host_profiles=profiles)
+    result = crawl(tmp_path, web, {**TWOLEVEL, "CONCURRENT_REQUESTS": 2})
+    assert result.server.fetch_counts() == {page: 1 for page in web.reachable()}
+    stats = result.crawl_stats
+    connections = result.server.connections_per_host()
+    assert connections == {0: 12, 1: 3, 2: 1}
+    assert stats["twolevel/metrics/new_connections"] == sum(connections.values())
+    model = {
+        limit: (
+            stats[f"twolevel/host/{web.hosts[i].address}/keepalive"],
+            stats[f"twolevel/host/{web.hosts[i].address}/requests_per_connection"],
+        )
+        for i, limit in enumerate(limits)
+    }
+    assert model[1] == (False, 1.0)
+    assert model[4] == (True, 4.0)
+    assert model[1000][0] is True and model[1000][1] >= 12
+
+
 @pytest.mark.parametrize("with_middleware", [True, False], ids=["middleware", "fallback"])
 def test_requests_dropped_before_download_free_their_host(tmp_path, with_middleware):
     """With the metrics middleware, its IgnoreRequest report frees the host; without it, the

@@ -170,6 +170,10 @@ def test_reply_facts_parse():
     facts = ReplyFacts.parse("HTTP/1.1", "Keep-Alive", "timeout=5, max=99")
     assert facts == ReplyFacts(False, False, 99, 5.0)
     assert ReplyFacts.parse("HTTP/1.1", "close", None).connection_close is True
+    # Scrapy's HTTP/1.1 handler hides both headers; its connection pool tells instead.
+    assert ReplyFacts.parse("HTTP/1.1", "", "", kept_open=False).connection_close is True
+    assert ReplyFacts.parse("HTTP/1.1", "", "", kept_open=True).connection_close is False
+    assert ReplyFacts.parse("HTTP/1.1", "", "", kept_open=None).connection_close is False
 
 
 def test_tracker_counts_requests_on_a_connection_until_close():
@@ -470,11 +474,27 @@ def test_a_held_response_is_a_pace_sample_and_pace_shrinks_when_not_held():
     assert est.response_time < 0.02
 
 
-def test_extra_latency_on_a_new_connection_is_set_up_not_a_hold():
+def test_on_a_new_connection_only_time_beyond_the_usual_set_up_is_a_hold():
     est = _measured(0.01)
-    new = dict(new_connection=True, served_on_connection=1, closed_by_server=False)
+    new = dict(new_connection=True, served_on_connection=1, closed_by_server=True)
+    # Set-up never measured: the extra time is taken for it, not for a hold.
     assert est.observe(PARAMS, latency=0.5, gap=0.1, **new) == 0.0
     assert est.pace == 0.0
+    # A host that closes after every request: response 0.01 s, set-up 0.02 s measured.
+    est = _measured(0.01)
+    est.connection_time, est.connection_samples = 0.02, 1
+    # 0.05 s against a usual 0.01 + 0.02 = 0.03: under twice that, not held.
+    assert est.observe(PARAMS, latency=0.05, gap=0.1, **new) == 0.0
+    # connection = 0.05 - 0.01 = 0.04: 0.8 * 0.02 + 0.2 * 0.04 = 0.024.
+    assert est.connection_time == pytest.approx(0.024)
+    # 0.534 s against a usual 0.01 + 0.024 = 0.034: held 0.5 s; sent 0.1 s after the
+    # previous request, not held: pace 0.1 + 0.5 = 0.6. The set-up sample leaves the hold
+    # out: 0.034 - 0.01 = 0.024, so the set-up stays 0.024.
+    assert est.observe(PARAMS, latency=0.534, gap=0.1, **new) == pytest.approx(0.5)
+    assert est.pace == pytest.approx(0.6)
+    assert est.connection_time == pytest.approx(0.024)
+    # Closed after one request, twice: no keep-alive, one request per connection.
+    assert (est.keepalive, est.requests_per_connection) == (False, 1.0)
 
 
 def test_service_times_after_idle_and_back_to_back_give_the_session_gain():

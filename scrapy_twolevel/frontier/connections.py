@@ -3,8 +3,10 @@
 Scrapy does not tell a downloader middleware whether a request went over a new or a
 reused connection, but the replies say when a connection will end: ``Connection: close``,
 ``Keep-Alive: max=N`` counting down, HTTP/1.0 without keep-alive, or an idle gap longer
-than the keep-alive timeout. This tracker turns those facts into per-response
-observations for :class:`~scrapy_twolevel.frontier.estimates.HostEstimate`.
+than the keep-alive timeout. Scrapy's HTTP/1.1 handler (Twisted) keeps the two headers
+out of ``response.headers``, so the middleware also asks the handler's connection pool
+whether the connection stayed open (``kept_open``). This tracker turns those facts into
+per-response observations for :class:`~scrapy_twolevel.frontier.estimates.HostEstimate`.
 
 Pure module: no Scrapy, no I/O.
 """
@@ -29,12 +31,18 @@ class ReplyFacts:
 
     @classmethod
     def parse(
-        cls, protocol: str | None, connection: str | None, keep_alive: str | None
+        cls,
+        protocol: str | None,
+        connection: str | None,
+        keep_alive: str | None,
+        kept_open: bool | None = None,
     ) -> ReplyFacts:
-        """Build from the reply's protocol (``"HTTP/1.0"``) and header values."""
+        """Build from the reply's protocol (``"HTTP/1.0"``) and header values, and from
+        whether the client kept the connection open after it (``None``: not known)."""
         tokens = {t.strip().lower() for t in (connection or "").split(",")}
         http10 = (protocol or "").upper().startswith("HTTP/1.0")
         close = "close" in tokens or (http10 and "keep-alive" not in tokens)
+        close = close or kept_open is False
         ka_max = ka_timeout = None
         if keep_alive:
             if m := _MAX_RE.search(keep_alive):

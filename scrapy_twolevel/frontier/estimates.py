@@ -161,8 +161,7 @@ class HostEstimate:
         """
         alpha = params.alpha
         latency = max(0.0, latency)
-        # On a new connection the extra time is its set-up (below), not a hold.
-        delay = 0.0 if new_connection else self._held(latency)
+        delay = self._held(latency, new_connection)
         latency -= delay
         self._pace(delay, gap, alpha)
         served = max(0.0, (latency + delay if elapsed is None else elapsed) - delay)
@@ -234,11 +233,18 @@ class HostEstimate:
         gap = self.refusal_gap / REFUSAL_GROW**refusals
         self.refusal_gap = gap if gap >= REFUSAL_GAP_MIN else 0.0
 
-    def _held(self, latency: float) -> float:
-        """Seconds the server held a response of ``latency`` (see :data:`DELAY_MIN`)."""
+    def _held(self, latency: float, new_connection: bool) -> float:
+        """Seconds the server held a response of ``latency`` (see :data:`DELAY_MIN`). On a
+        new connection its usual set-up is part of the usual latency; until the set-up was
+        measured once, the extra time is taken for it (a host that closes its connection
+        after every request is paced from its second response on)."""
         if not self.response_samples:
             return 0.0
         usual = self.response_time
+        if new_connection:
+            if not self.connection_samples:
+                return 0.0
+            usual += self.connection_time
         if latency <= DELAY_FACTOR * usual or latency - usual < DELAY_MIN:
             return 0.0
         return latency - usual

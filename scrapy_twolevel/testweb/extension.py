@@ -440,8 +440,8 @@ class EmbeddedTestWeb:
         lines.append(conn)
         if inferred is not None and inferred != accepted:
             lines.append(
-                "                  (it misses reconnects at a host's keep-alive max: "
-                "Twisted hides Connection: close)"
+                "                  (the middleware counts connections that brought a "
+                "response, as they came)"
             )
         lines.append(
             f"most concurrent requests to one host: {s['max_concurrent_requests_per_host']}"
