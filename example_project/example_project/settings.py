@@ -4,10 +4,11 @@ BOT_NAME = "example_project"
 SPIDER_MODULES = ["example_project.spiders"]
 NEWSPIDER_MODULE = "example_project.spiders"
 
-# --- scrapy_twolevel: the three lines a project adds (or ADDONS = {"scrapy_twolevel.Addon": 0})
+# --- scrapy_twolevel: the four lines a project adds (or ADDONS = {"scrapy_twolevel.Addon": 0})
 SCHEDULER = "scrapy_twolevel.scheduler.TwoLevelScheduler"
 DUPEFILTER_CLASS = "scrapy_twolevel.dupefilter.SeenCacheDupeFilter"
 DOWNLOADER_MIDDLEWARES = {"scrapy_twolevel.middleware.HostMetricsMiddleware": 950}
+SPIDER_MIDDLEWARES = {"scrapy_twolevel.duplicate_links.DuplicateLinksMiddleware": 940}
 TWOLEVEL_POLICY = "crawl-capability"
 
 # --- the demo's local test web, served inside the crawl on 127.0.x.y addresses
