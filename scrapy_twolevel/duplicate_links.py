@@ -33,12 +33,11 @@ disables it.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
 from scrapy import Request, signals
 
 from ._engine import scheduler_of
-from .components import DUPLICATE_LINKS_ROLE
 
 if TYPE_CHECKING:
     from typing import Self
@@ -52,9 +51,6 @@ FILTERED_EARLY = "twolevel/seen/filtered_early"
 
 class DuplicateLinksMiddleware:
     """Spider middleware: requests the seen cache already holds go no further."""
-
-    #: What the start-up checks (:mod:`scrapy_twolevel.glue.preflight`) look for.
-    twolevel_role: ClassVar[str] = DUPLICATE_LINKS_ROLE
 
     def __init__(self, crawler: Crawler) -> None:
         self._crawler = crawler
