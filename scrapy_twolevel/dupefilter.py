@@ -36,13 +36,14 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from scrapy.dupefilters import BaseDupeFilter
 from scrapy.utils.job import job_dir
 from scrapy.utils.request import RequestFingerprinter, referer_str
+from scrapy.utils.request import fingerprint as scrapy_fingerprint
 
 from .components import DUPEFILTER_ROLE
 from .config import SeenConfig
 from .errors import ShapeMismatch, StateError
 from .seen.bloom import BloomFilter, PyBloomLiveFilter, ScalableBloom
 from .seen.cache import make_cache
-from .seen.fingerprints import key_derivation, key_function
+from .seen.fingerprints import UrlKeyMemo, key_derivation, key_function
 from .seen.seen_set import SeenSet
 from .storage.sqlite import SqliteStore
 
@@ -87,6 +88,12 @@ class SeenCacheDupeFilter(BaseDupeFilter):
         self.config = config
         self.fingerprinter = fingerprinter
         self._key = key_function(uniform_fingerprints)
+        # Scrapy's own fingerprint of a GET without a body depends on the URL alone.
+        self._memo = (
+            UrlKeyMemo(config.cache_size)
+            if getattr(fingerprinter, "_fingerprint", None) is scrapy_fingerprint
+            else None
+        )
         self.identity = {
             "format": SEEN_FORMAT,
             "REQUEST_FINGERPRINTER_CLASS": _class_path(fingerprinter),
@@ -192,13 +199,26 @@ class SeenCacheDupeFilter(BaseDupeFilter):
         if request.dont_filter:
             return False
         assert self.seen is not None, "open() was not called"
-        return self.seen.test_and_add(self._key(self.fingerprinter.fingerprint(request)))
+        return self.seen.test_and_add(self.request_key(request))
 
     # -- the distributed mode: the scheduler keeps each bucket's keys in Redis too --------
 
     def request_key(self, request: Request) -> bytes:
         """The 16-byte seen key of ``request``."""
-        return self._key(self.fingerprinter.fingerprint(request))
+        memo = self._memo
+        if (
+            memo is None
+            or request.method != "GET"
+            or request.body
+            or request.meta.get("verbatim_url")
+        ):
+            return self._key(self.fingerprinter.fingerprint(request))
+        url = request.url
+        key = memo.get(url)
+        if key is None:
+            key = self._key(self.fingerprinter.fingerprint(request))
+            memo.remember(url, key)
+        return key
 
     def key_seen(self, key: bytes) -> bool:
         """:meth:`request_seen` for a key from :meth:`request_key`."""
@@ -236,8 +256,9 @@ class SeenCacheDupeFilter(BaseDupeFilter):
                 Path(f"{self._temp_path}{suffix}").unlink(missing_ok=True)
             self._temp_path = None
 
-    def log(self, request: Request, spider: Spider) -> None:
-        # As Scrapy's RFPDupeFilter: the first duplicate, or all with DUPEFILTER_DEBUG.
+    def log(self, request: Request, spider: Spider, *, count: bool = True) -> None:
+        """As Scrapy's RFPDupeFilter: the first duplicate, or all with DUPEFILTER_DEBUG;
+        ``count=False``: the caller adds to ``dupefilter/filtered`` itself (in batches)."""
         if self.debug:
             logger.debug(
                 "Filtered duplicate request: %(request)s (referer: %(referer)s)",
@@ -252,7 +273,7 @@ class SeenCacheDupeFilter(BaseDupeFilter):
                 extra={"spider": spider},
             )
             self.logdupes = False
-        if self.stats is not None:
+        if count and self.stats is not None:
             self.stats.inc_value("dupefilter/filtered")
 
     # -- helpers ------------------------------------------------------------------------
@@ -267,6 +288,7 @@ class SeenCacheDupeFilter(BaseDupeFilter):
             "tests": c.tests,
             "urls": len(self.seen),
             "cache_hits": c.cache_hits,
+            "url_key_hits": self._memo.hits if self._memo is not None else 0,
             "bloom_maybe": c.bloom_maybe,
             "store_lookups": c.store_lookups,
             "bloom_bytes": self.seen.bloom.nbytes,

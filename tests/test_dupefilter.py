@@ -212,3 +212,34 @@ def test_keys_of_scrapys_fingerprints_are_their_prefix():
     fp = crawler.request_fingerprinter.fingerprint(request)
     assert df._key(fp) == fp[:16] and len(fp) == 20 == hashlib.sha1().digest_size
     df.close("finished")
+
+
+def test_keys_remembered_by_url_are_the_fingerprints_own():
+    """The URL memo answers only where Scrapy's fingerprint depends on the URL alone."""
+    df, crawler = make()
+    fingerprinter = crawler.request_fingerprinter
+
+    def key_of(request):
+        return fingerprinter.fingerprint(request)[:16]
+
+    url = "http://a.test/p?b=2&a=1#frag"
+    plain = Request(url)
+    assert df.request_key(plain) == key_of(plain)
+    again = Request(url)
+    assert df.request_key(again) == key_of(again) and df._memo.hits == 1
+    # Not from the memo: each differs from the plain GET's key, as its fingerprint does.
+    for other in (
+        Request(url, method="POST"),
+        Request(url, body=b"x=1"),
+        Request(url, meta={"verbatim_url": True}),
+    ):
+        assert df.request_key(other) == key_of(other) != key_of(plain)
+    assert df._memo.hits == 1
+    df.close("finished")
+    assert crawler.stats.get_value("twolevel/seen/url_key_hits") == 1
+
+
+def test_a_projects_fingerprinter_gets_no_url_memo():
+    df, _ = make({"REQUEST_FINGERPRINTER_CLASS": QueryBlindFingerprinter})
+    assert df._memo is None
+    df.close("finished")

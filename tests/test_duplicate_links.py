@@ -94,3 +94,17 @@ def test_with_another_dupefilter_it_passes_everything_on(tmp_path):
     assert FILTERED_EARLY not in stats
     asked = stats["scheduler/enqueued"] + stats["dupefilter/filtered"]
     assert stats["count/requests"] + len(web.seeds) == asked
+
+
+def test_duplicates_are_counted_when_nothing_listens_for_request_dropped(both_crawls, tmp_path):
+    """Without a receiver the signal is not sent; the counts, added once per response, add
+    up as in the crawls that listened (which duplicates go early varies with timing)."""
+    web, on, off = both_crawls
+    quiet = {k: v for k, v in ADDON.items() if k != "EXTENSIONS"}
+    result = crawl(tmp_path, web, {**quiet, "SPIDER_MIDDLEWARES": BELOW})
+    assert result.server.fetch_counts() == {page: 1 for page in web.reachable()}
+    stats = result.crawl_stats
+    assert "count/request_dropped" not in stats
+    assert stats[FILTERED_EARLY] > 0
+    assert stats["dupefilter/filtered"] == on.crawl_stats["dupefilter/filtered"]
+    assert stats["count/requests"] + stats[FILTERED_EARLY] == off.crawl_stats["count/requests"]

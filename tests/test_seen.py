@@ -27,7 +27,7 @@ from scrapy_twolevel.seen.cache import (
     make_cache,
     simulate,
 )
-from scrapy_twolevel.seen.fingerprints import key_function
+from scrapy_twolevel.seen.fingerprints import UrlKeyMemo, key_function
 from scrapy_twolevel.seen.seen_set import MIGRATE_CHUNK, MemorySeenStore, SeenSet
 from scrapy_twolevel.storage.sqlite import SqliteStore
 
@@ -248,6 +248,21 @@ def test_keys_prefix_digests_and_hash_anything_else():
         key_function(False)(b"readable-fingerprint")
         == hashlib.blake2b(b"readable-fingerprint", digest_size=16).digest()
     )
+
+
+def test_url_key_memo_remembers_until_full_then_starts_over():
+    memo = UrlKeyMemo(2)
+    assert memo.get("a") is None
+    memo.remember("a", b"ka")
+    memo.remember("b", b"kb")
+    assert (memo.get("a"), memo.get("b"), memo.hits) == (b"ka", b"kb", 2)
+    memo.remember("c", b"kc")  # full: forgets a and b
+    assert (memo.get("a"), memo.get("c"), len(memo)) == (None, b"kc", 1)
+    off = UrlKeyMemo(0)
+    off.remember("a", b"ka")
+    assert off.get("a") is None and len(off) == 0
+    with pytest.raises(ValueError, match="capacity"):
+        UrlKeyMemo(-1)
 
 
 # -- SQLite seen store ----------------------------------------------------------------------

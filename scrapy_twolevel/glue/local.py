@@ -106,15 +106,15 @@ class MemoryBackend:
 
     def drop_if_seen(self, request: Request) -> bool:
         """Whether :meth:`enqueue` would filter ``request``, asked without recording it
-        (logged and counted as filtered if so): the duplicate-links middleware drops such
-        requests as the spider yields them. ``False`` when the dupefilter is not the seen
-        cache, which has no test that records nothing."""
+        (logged as filtered if so; the caller counts it): the duplicate-links middleware
+        drops such requests as the spider yields them. ``False`` when the dupefilter is not
+        the seen cache, which has no test that records nothing."""
         if request.dont_filter or self._peek is None:
             return False
         key, has_key = self._peek
         if not has_key(key(request)):
             return False
-        self.df.log(request, self.reporter.spider)
+        self.df.log(request, self.reporter.spider, count=False)
         return True
 
     def _item(self, request: Request) -> Any:
