@@ -12,7 +12,10 @@ holding them. Scrapy's RetryMiddleware is on, as by default (it retries 429 twic
 - **judged** from nginx's access log (:mod:`realweb.judge`): quality gathered in the window,
   requests refused, requests begun while another one to the host was being served;
 - **the reference**: the clairvoyant schedule of :mod:`realweb.clairvoyant` (it never sends
-  a request too soon, so it is the same as for the politeness-bound regime).
+  a request too soon, so it is the same as for the politeness-bound regime), and the rate
+  bound (:func:`realweb.clairvoyant.rate_bound`): every host at its full rate from the
+  first second, its best pages first, known in advance. With seed 1 and a 150-s window
+  that bound is 0.694, so the issue's 0.70 cannot be met on this web by any schedule.
 
 Targets (issue 20): at least 70% of the quality in the window and at least 2x Scrapy's
 default; refused requests at most 10% of all requests; never two in flight at one host.
@@ -35,7 +38,7 @@ import scrapy_twolevel
 from harness import DOCS_RESULTS, RESULTS, report
 from harness.env import environment
 from real_servers import draw_quality, installed, run_regime
-from realweb import corpus, servers
+from realweb import clairvoyant, corpus, servers
 
 NAME = "host_health"
 VARIANTS = ("scrapy", "breadth-first", "crawl-capability")
@@ -81,6 +84,13 @@ def table(result: dict[str, Any]) -> report.Table:
         + [f"{ref['time_to_half_s']:.1f}" if ref["time_to_half_s"] else "-", str(ref["pages"])]
         + ["-"] * 5
     )
+    if "rate_bound" in result:
+        q = result["rate_bound"]
+        rows.append(
+            ["rate bound (no schedule passes it)", f"{q:.3f}"]
+            + [report.ratio(q / base) if base else "-"]
+            + ["-"] * 7
+        )
     return head, rows
 
 
@@ -95,14 +105,21 @@ def targets(result: dict[str, Any]) -> tuple[report.Table, list[dict[str, Any]]]
     q = ours["quality_at_window"]
     share = refused(ours)[1]
     overlaps = sum(r["summary"]["overlapping"] for v, r in runs.items() if v != "scrapy")
+    bound = result.get("rate_bound")
+    within = f" (rate bound {bound:.3f})" if bound is not None else ""
     checks = [
-        ("quality in the window ≥ 0.70", f"{q:.3f}", q >= TARGETS["quality_in_window"]),
+        (f"quality in the window ≥ 0.70{within}", f"{q:.3f}", q >= TARGETS["quality_in_window"]),
         ("refused ≤ 10% of requests", f"{100 * share:.1f}%", share <= TARGETS["refused_share"]),
         ("never two requests in flight at one host", str(overlaps), overlaps == 0),
     ]
     if base is not None and base["quality_at_window"]:
         ratio = q / base["quality_at_window"]
-        checks.insert(1, ("quality ≥ 2x scrapy's", report.ratio(ratio), ratio >= 2.0))
+        most = (
+            f" (rate bound {report.ratio(bound / base['quality_at_window'])})"
+            if bound is not None
+            else ""
+        )
+        checks.insert(1, (f"quality ≥ 2x scrapy's{most}", report.ratio(ratio), ratio >= 2.0))
     for what, figure, ok in checks:
         rows.append([what, figure, report.yes_no(ok)])
         items.append({"target": what, "value": figure, "met": ok})
@@ -164,6 +181,8 @@ def main(argv: list[str] | None = None) -> int:
         rate_scale=1.0,
         refuse=args.status,
     )
+    profiles = [p.scaled(1.0) for p in servers.draw_profiles(len(sites), args.seed)]
+    result["rate_bound"] = clairvoyant.rate_bound(data, [s.name for s in sites], profiles, window)
     (target_table, items) = targets(result)
     if args.quick:
         print(report.markdown(table(result)))
@@ -191,6 +210,8 @@ def main(argv: list[str] | None = None) -> int:
         "quality in window": "sum of the qualities of the distinct pages served (200)",
         "refused share": "429 and 503 answers over all requests nginx logged",
         "overlapping": "requests begun while another one to the same host was being served",
+        "rate bound": "every host served at its full rate from the first second, its best "
+        "pages first, known in advance, no connection limit: what no schedule can pass",
     }
     figures = lambda: plot(result, DOCS_RESULTS, name, how)  # noqa: E731
     report.publish(name, "Servers that refuse", intro, sections, definitions, figures)
