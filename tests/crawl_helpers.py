@@ -85,6 +85,29 @@ class InternalsProbe:
             stats.inc_value("probe/woke_engine")
 
 
+class PoolKeyProbe:
+    """Downloader middleware: counts responses (``probe/pool_direct``) for which Scrapy's
+    connection pool holds an idle connection under ``(scheme, host, port, None)``, the key
+    ``_engine.pooled_connections`` looks up first."""
+
+    def __init__(self, crawler):
+        self.crawler = crawler
+
+    @classmethod
+    def from_crawler(cls, crawler):
+        return cls(crawler)
+
+    def process_response(self, request, response):
+        from urllib.parse import urlsplit
+
+        handlers = self.crawler.engine.downloader.handlers._handlers
+        pool = handlers["http"]._pool._connections
+        parts = urlsplit(request.url)
+        if pool.get((b"http", parts.hostname.encode(), parts.port or 80, None)):
+            self.crawler.stats.inc_value("probe/pool_direct")
+        return response
+
+
 class DropSomePaths:
     """Raises IgnoreRequest before download for paths in DROP_PATHS (like OffsiteMiddleware)."""
 

@@ -257,12 +257,18 @@ def test_reconnects_are_seen_though_twisted_hides_the_connection_header(tmp_path
         for n in limits
     ]
     web = generate_web(3, 12, seed=3, n_seeds=3, host_profiles=profiles)
-    result = crawl(tmp_path, web, {**TWOLEVEL, "CONCURRENT_REQUESTS": 2})
+    middlewares = {**TWOLEVEL["DOWNLOADER_MIDDLEWARES"], "crawl_helpers.PoolKeyProbe": 960}
+    settings = {**TWOLEVEL, "CONCURRENT_REQUESTS": 2, "DOWNLOADER_MIDDLEWARES": middlewares}
+    result = crawl(tmp_path, web, settings)
     assert result.server.fetch_counts() == {page: 1 for page in web.reachable()}
     stats = result.crawl_stats
     connections = result.server.connections_per_host()
     assert connections == {0: 12, 1: 3, 2: 1}
     assert stats["twolevel/metrics/new_connections"] == sum(connections.values())
+    # The pool's key is the one looked up first: every response on a connection the
+    # server kept (all but the 12 + 3 it closed) is found with one lookup.
+    closed = connections[0] + connections[1]
+    assert stats["probe/pool_direct"] == len(web.reachable()) - closed
     model = {
         limit: (
             stats[f"twolevel/host/{web.hosts[i].address}/keepalive"],
