@@ -4,12 +4,14 @@ Scrapy has no public hook to (a) wake the engine when a scheduler that held requ
 has one ready again, (b) ask which requests are still inside the downloader or the
 engine (for leases, :func:`requests_in_progress`), (c) read a
 request's meta without creating an empty dict for it (millions of pending requests would
-each get one), or (d) tell whether a response's connection stayed open
-(:func:`pooled_connections`). (a) and (b) are checked inside a real crawl by
+each get one), (d) tell whether a response's connection stayed open
+(:func:`pooled_connections`), or (e) tell whether a signal has receivers
+(:func:`has_receivers`). (a) and (b) are checked inside a real crawl by
 ``test_scrapy_internals_we_rely_on_still_exist`` in ``tests/test_crawl.py``, (d) by
 ``test_reconnects_are_seen_though_twisted_hides_the_connection_header`` there, (c) by
-``test_peek_meta_does_not_create_meta`` in ``tests/test_intake.py``; they fail
-loudly if Scrapy changes them.
+``test_peek_meta_does_not_create_meta`` in ``tests/test_intake.py``, (e) by the
+``request_dropped`` counts in ``tests/test_duplicate_links.py``; they fail loudly if
+Scrapy changes them.
 """
 
 from __future__ import annotations
@@ -70,6 +72,14 @@ def requests_in_progress(crawler: Crawler) -> Container[Any] | None:
     """
     slot = getattr(_engine(crawler), "_slot", None)
     return getattr(slot, "inprogress", None)
+
+
+def has_receivers(crawler: Crawler, signal: object) -> bool:
+    """Whether anything is connected to ``signal``: Scrapy's ``send_catch_log`` costs a
+    receiver lookup and a call per send even with none, and has no public way to ask."""
+    from pydispatch.dispatcher import getAllReceivers, liveReceivers
+
+    return any(True for _ in liveReceivers(getAllReceivers(crawler.signals.sender, signal)))
 
 
 def pooled_connections(crawler: Crawler, request: Request) -> int | None:

@@ -38,6 +38,7 @@ from scrapy.utils.job import job_dir
 from scrapy.utils.request import RequestFingerprinter, referer_str
 from scrapy.utils.request import fingerprint as scrapy_fingerprint
 
+from ._engine import peek_meta
 from .components import DUPEFILTER_ROLE
 from .config import SeenConfig
 from .errors import ShapeMismatch, StateError
@@ -210,7 +211,7 @@ class SeenCacheDupeFilter(BaseDupeFilter):
             memo is None
             or request.method != "GET"
             or request.body
-            or request.meta.get("verbatim_url")
+            or peek_meta(request).get("verbatim_url")
         ):
             return self._key(self.fingerprinter.fingerprint(request))
         url = request.url

@@ -36,10 +36,9 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from pydispatch.dispatcher import getAllReceivers, liveReceivers
 from scrapy import Request, signals
 
-from ._engine import scheduler_of
+from ._engine import has_receivers, scheduler_of
 
 if TYPE_CHECKING:
     from typing import Self
@@ -115,10 +114,7 @@ class _ResponseTest:
         self._stats = crawler.stats
         self._send = crawler.signals.send_catch_log
         self._spider = crawler.spider
-        self._announce = any(
-            True
-            for _ in liveReceivers(getAllReceivers(crawler.signals.sender, signals.request_dropped))
-        )
+        self._announce = has_receivers(crawler, signals.request_dropped)
         self.dropped = 0
 
     def drops(self, request: Request) -> bool:
