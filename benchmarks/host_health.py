@@ -181,8 +181,9 @@ def main(argv: list[str] | None = None) -> int:
         rate_scale=1.0,
         refuse=args.status,
     )
-    profiles = [p.scaled(1.0) for p in servers.draw_profiles(len(sites), args.seed)]
-    result["rate_bound"] = clairvoyant.rate_bound(data, [s.name for s in sites], profiles, window)
+    # The rates of the run itself (its profiles table), not a second draw.
+    rates = {p["site"]: p["rate_per_minute"] for p in result["profiles"]}
+    result["rate_bound"] = clairvoyant.rate_bound(data, rates, window)
     (target_table, items) = targets(result)
     if args.quick:
         print(report.markdown(table(result)))

@@ -92,16 +92,15 @@ def _best(hosts: list[dict[str, Any]], now: float) -> tuple[float, int, str, flo
     return best
 
 
-def rate_bound(
-    corpus: dict[str, Any], names: list[str], profiles: list[HostProfile], horizon: float
-) -> float:
-    """The most quality any crawler can gather by ``horizon``: every host served at its full
-    rate from time 0 (``1 + rate * horizon`` requests), its best pages first, known without
-    following a link, with no limit on connections, transfer time or CPU. A target above
-    this cannot be met by any schedule."""
+def rate_bound(corpus: dict[str, Any], rates: dict[str, float], horizon: float) -> float:
+    """The most quality any crawler can gather by ``horizon``: every host (``rates``: site
+    name -> requests per minute) served at its full rate from time 0 (``1 + rate *
+    horizon`` requests), its best pages first, known without following a link, with no
+    limit on connections, transfer time or CPU. A target above this cannot be met by any
+    schedule."""
     gathered = 0.0
-    for name, profile in zip(names, profiles, strict=True):
+    for name, rate_per_minute in rates.items():
         pages = corpus["sites"][name]["pages"]
-        allowed = 1 + int(profile.rate_per_minute * horizon / 60.0)
+        allowed = 1 + int(rate_per_minute * horizon / 60.0)
         gathered += sum(sorted((v[0] for v in pages.values()), reverse=True)[:allowed])
     return gathered
