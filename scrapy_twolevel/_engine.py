@@ -2,16 +2,17 @@
 
 Scrapy has no public hook to (a) wake the engine when a scheduler that held requests back
 has one ready again, (b) ask which requests are still inside the downloader or the
-engine (for leases, :func:`requests_in_progress`), (c) read a
-request's meta without creating an empty dict for it (millions of pending requests would
-each get one), (d) tell whether a response's connection stayed open
-(:func:`pooled_connections`), or (e) tell whether a signal has receivers
-(:func:`has_receivers`). (a) and (b) are checked inside a real crawl by
-``test_scrapy_internals_we_rely_on_still_exist`` in ``tests/test_crawl.py``, (d) by
+engine (for leases, :func:`requests_in_progress`), (c) read a request's meta without
+creating an empty dict for it (millions of pending requests would each get one), (d) tell
+whether a response's connection stayed open (:func:`pooled_connections`), (e) tell
+whether a signal has receivers (:func:`has_receivers`), or (f) tell whether a
+fingerprint depends on the URL alone (:func:`fingerprints_by_url_alone`). (a) and (b)
+are checked inside a real crawl by ``test_scrapy_internals_we_rely_on_still_exist`` in
+``tests/test_crawl.py``, (d) by
 ``test_reconnects_are_seen_though_twisted_hides_the_connection_header`` there, (c) by
 ``test_peek_meta_does_not_create_meta`` in ``tests/test_intake.py``, (e) by the
-``request_dropped`` counts in ``tests/test_duplicate_links.py``; they fail loudly if
-Scrapy changes them.
+``request_dropped`` counts in ``tests/test_duplicate_links.py``, (f) by the URL memo
+tests in ``tests/test_dupefilter.py``; they fail loudly if Scrapy changes them.
 """
 
 from __future__ import annotations
@@ -133,6 +134,20 @@ def peek_meta(request: Request) -> Mapping[str, Any]:
     except AttributeError:
         return request.meta
     return meta if meta is not None else _NO_META
+
+
+def fingerprints_by_url_alone(fingerprinter: object) -> bool:
+    """Whether ``fingerprinter``'s fingerprint of a GET without a body is a function of
+    its URL alone: exactly Scrapy's ``RequestFingerprinter`` with Scrapy's default
+    ``fingerprint`` function (no headers, no fragments). A subclass may put a header or a
+    meta value into the fingerprint, so it never qualifies, even if it inherits the
+    private ``_fingerprint`` attribute that is checked here."""
+    from scrapy.utils.request import RequestFingerprinter, fingerprint
+
+    return (
+        type(fingerprinter) is RequestFingerprinter
+        and getattr(fingerprinter, "_fingerprint", None) is fingerprint
+    )
 
 
 def call_later(delay: float, func: Callable[[], None]) -> Any:

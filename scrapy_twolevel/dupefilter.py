@@ -36,9 +36,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from scrapy.dupefilters import BaseDupeFilter
 from scrapy.utils.job import job_dir
 from scrapy.utils.request import RequestFingerprinter, referer_str
-from scrapy.utils.request import fingerprint as scrapy_fingerprint
 
-from ._engine import peek_meta
+from ._engine import fingerprints_by_url_alone, peek_meta
 from .components import DUPEFILTER_ROLE
 from .config import SeenConfig
 from .errors import ShapeMismatch, StateError
@@ -79,22 +78,21 @@ class SeenCacheDupeFilter(BaseDupeFilter):
         config: SeenConfig,
         fingerprinter: RequestFingerprinterProtocol,
         uniform_fingerprints: bool,
+        url_memo: bool = False,
         stats: StatsCollector | None = None,
         jobdir: str | None = None,
         debug: bool = False,
         transient: bool = False,
     ) -> None:
         """``uniform_fingerprints``: the fingerprinter returns cryptographic digests of at
-        least 16 bytes (Scrapy's default does), so keys are their first 16 bytes."""
+        least 16 bytes (Scrapy's default does), so keys are their first 16 bytes.
+        ``url_memo``: the fingerprint of a GET without a body depends on its URL alone
+        (:func:`~scrapy_twolevel._engine.fingerprints_by_url_alone`), so keys may be
+        remembered by URL."""
         self.config = config
         self.fingerprinter = fingerprinter
         self._key = key_function(uniform_fingerprints)
-        # Scrapy's own fingerprint of a GET without a body depends on the URL alone.
-        self._memo = (
-            UrlKeyMemo(config.cache_size)
-            if getattr(fingerprinter, "_fingerprint", None) is scrapy_fingerprint
-            else None
-        )
+        self._memo = UrlKeyMemo(config.cache_size) if url_memo else None
         self.identity = {
             "format": SEEN_FORMAT,
             "REQUEST_FINGERPRINTER_CLASS": _class_path(fingerprinter),
@@ -125,6 +123,7 @@ class SeenCacheDupeFilter(BaseDupeFilter):
             fingerprinter=fingerprinter,
             # Exactly Scrapy's class: a subclass may return anything.
             uniform_fingerprints=type(fingerprinter) is RequestFingerprinter,
+            url_memo=fingerprints_by_url_alone(fingerprinter),
             stats=crawler.stats,
             jobdir=jobdir,
             debug=crawler.settings.getbool("DUPEFILTER_DEBUG"),

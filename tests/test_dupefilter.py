@@ -8,6 +8,7 @@ import hashlib
 import pytest
 from scrapy import Request, Spider
 from scrapy.utils.misc import build_from_crawler
+from scrapy.utils.request import RequestFingerprinter
 from scrapy.utils.test import get_crawler
 
 from scrapy_twolevel import Addon
@@ -237,6 +238,26 @@ def test_keys_remembered_by_url_are_the_fingerprints_own():
     assert df._memo.hits == 1
     df.close("finished")
     assert crawler.stats.get_value("twolevel/seen/url_key_hits") == 1
+
+
+class LanguageFingerprinter(RequestFingerprinter):
+    """A project's subclass of Scrapy's fingerprinter: one page per Accept-Language. It
+    inherits Scrapy's private ``_fingerprint``, which the URL memo used to be keyed on."""
+
+    def fingerprint(self, request):
+        return super().fingerprint(request) + request.headers.get("Accept-Language", b"")
+
+
+def test_a_fingerprinter_subclass_gets_no_url_memo_and_its_keys_count_headers():
+    df, _ = make({"REQUEST_FINGERPRINTER_CLASS": LanguageFingerprinter})
+    assert df._memo is None
+    url = "http://a.test/page"
+    english = Request(url, headers={"Accept-Language": "en"})
+    german = Request(url, headers={"Accept-Language": "de"})
+    assert df.request_seen(english) is False
+    assert df.request_seen(german) is False  # was dropped: the memo's key of the URL alone
+    assert df.request_seen(Request(url, headers={"Accept-Language": "de"})) is True
+    df.close("finished")
 
 
 def test_a_projects_fingerprinter_gets_no_url_memo():

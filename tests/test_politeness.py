@@ -196,6 +196,27 @@ def test_a_host_at_its_budget_takes_no_more_urls():
     assert f.push("small", 1.0, "late") is False and f.dropped_budget == 4
 
 
+def test_a_host_given_up_for_its_budget_while_idle_in_its_session_is_never_served_again():
+    """The budget's last response reported after ``done`` (Scrapy 2.19 signals a request's
+    end before its middlewares see the response): the host is open and idle, so giving it
+    up must end its session. It used to stay ready with an empty queue, and every later
+    ``pop`` raised ``IndexError``: no other host was served and the crawl never ended."""
+    f, _ = frontier(budget=lambda host: 1 if host == "small" else None)
+    for i in range(3):
+        f.push("small", 1.0, i)
+    f.push("other", 1.0, "o")
+    assert f.pop() == ("small", 0)
+    f.done("small")  # idle in its session, two URLs left
+    f.observe(
+        "small", latency=0.01, new_connection=False, served_on_connection=1, closed_by_server=False
+    )
+    assert f.host("small").given_up and not f.host("small").open
+    assert (f.open_hosts, len(f)) == (0, 1)
+    assert f.pop() == ("other", "o")
+    f.done("other")
+    assert f.pop() is None and len(f) == 0
+
+
 def test_a_host_that_refuses_everything_gets_its_requests_passed_on():
     """Five refusals in a row with the gap grown each time (0.5 s to 2.5 s) are a rate
     limit no more: the sixth refused request is not worth sending again."""

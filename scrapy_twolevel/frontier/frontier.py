@@ -624,6 +624,11 @@ class TwoLevelFrontier:
             self.hosts_given_up += 1
             self.dropped_host_failed += dropped
         self._dirty.pop(host.key, None)
+        if host.open and not host.busy:
+            # Idle in its session (its last outcome came after done()): the session ends
+            # now, or the host would stay ready with nothing to hand out.
+            self._ready.remove(host)
+            self._end_session(host)
         if self._on_give_up is not None:
             self._on_give_up(host.key, dropped, why)
 
