@@ -163,6 +163,14 @@ def call_later(delay: float, func: Callable[[], None]) -> Any:
         return None
 
 
+def wait_for(deferred: Any) -> Any:
+    """An awaitable for a Twisted ``Deferred`` inside a coroutine Scrapy runs (an asyncio
+    future under the asyncio reactor)."""
+    from scrapy.utils.defer import maybe_deferred_to_future
+
+    return maybe_deferred_to_future(deferred)
+
+
 def close_spider(crawler: Crawler, reason: str) -> None:
     """Close the crawl with ``reason``, as Scrapy's CloseSpider extension does."""
     from scrapy.utils.defer import _schedule_coro

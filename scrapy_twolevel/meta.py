@@ -9,6 +9,11 @@ Set by the user's spider:
 Set by scrapy_twolevel (read them, do not set them): the rest.
 """
 
+from __future__ import annotations
+
+from collections.abc import MutableMapping
+from typing import Any
+
 #: The lane (host key) the scheduler gave a request it handed out.
 HOST = "twolevel_host"
 #: ``True`` on handed-out requests whose lane is a ``download_slot`` the user chose, so
@@ -42,3 +47,41 @@ TOPIC = "twolevel_topic"
 RELEVANT = "twolevel_relevant"
 #: Set once a page was counted relevant, so it counts once.
 RELEVANT_COUNTED = "twolevel_relevant_counted"
+#: The URL the per-request keys (:data:`PER_REQUEST`) of a meta were written for. Scrapy's
+#: ``meta=response.meta`` copies them into every child of a page, where they are not true:
+#: a child of a page refused five times is not refused, nor is it its seed's fetch. A key
+#: whose owner is another URL (and not the one this request was redirected from) is
+#: dropped before anything reads it (:func:`drop_inherited`).
+OWNER = "twolevel_owner"
+PER_REQUEST = (FAILED_BEFORE, FULL_TIMEOUT, REFUSALS, REQUEUED, SEED_FETCH, FOUND_ON_SEED)
+
+
+def drop_inherited(meta: MutableMapping[str, Any], url: str) -> bool:
+    """Drop the per-request keys ``meta`` got from another request (see :data:`OWNER`);
+    whether it had any. A request redirected from the owner takes them over, as do
+    RetryMiddleware's copies (same URL). A seed flag that came with another page's seed
+    fetch is that page's, and goes too: mark a new seed with a meta of its own."""
+    owner = meta.get(OWNER)
+    if owner is None or owner == url:
+        return False
+    redirects = meta.get("redirect_urls")
+    if redirects and redirects[-1] == owner:
+        meta[OWNER] = url
+        return False
+    if meta.get(SEED_FETCH) is not None:
+        meta.pop(SEED, None)
+    full = meta.get(FULL_TIMEOUT)
+    if full is not None:
+        meta["download_timeout"] = full  # the shortened time was the owner's host's
+    for key in PER_REQUEST:
+        meta.pop(key, None)
+    del meta[OWNER]
+    return True
+
+
+def set_own(meta: MutableMapping[str, Any], url: str, key: str, value: Any) -> None:
+    """Set the per-request ``key`` of the request for ``url`` (after dropping what its meta
+    inherited, which would otherwise pass for this URL's own)."""
+    drop_inherited(meta, url)
+    meta[key] = value
+    meta[OWNER] = url

@@ -37,15 +37,17 @@ from scrapy import signals as scrapy_signals
 from scrapy.exceptions import IgnoreRequest
 from twisted.internet import defer
 from twisted.internet import error as net_error
+from twisted.internet.defer import Deferred
 
 from . import meta as meta_keys
-from ._engine import pooled_connections
+from ._engine import call_later, peek_meta, pooled_connections, wait_for
 from .components import MIDDLEWARE_ROLE
 from .config import TwoLevelConfig
 from .frontier import PLAIN_LANE
 from .frontier.connections import ConnectionTracker, ReplyFacts
 from .frontier.estimates import REFUSAL_STREAK, ProcessingCost
 from .frontier.failures import RefusedUrls, SilentHosts
+from .frontier.gate import HostGate
 from .glue.intake import make_request_host
 from .glue.politeness import BROKEN, DOWN, SLOW, retry_after_seconds, robots_crawl_delay
 from .glue.preflight import check_job_state, resolve_settings, uses_this_scheduler
@@ -91,7 +93,7 @@ def failure_kind(exception: BaseException) -> str:
 if TYPE_CHECKING:
     from typing import Self
 
-    from scrapy import Request
+    from scrapy import Request, Spider
     from scrapy.crawler import Crawler
     from scrapy.http import Response
     from scrapy.signalmanager import SignalManager
@@ -123,6 +125,7 @@ class HostMetricsMiddleware:
         first_answer_timeout: float = 0.0,
         download_timeout: float = 0.0,
         pooled: Callable[[Request], int | None] = lambda request: None,
+        gate: HostGate | None = None,
     ) -> None:
         """``scheduler_keeps``: this package's scheduler runs the crawl, so requests sent
         again wait in their host's queue while it waits (see the module docstring); without
@@ -133,7 +136,9 @@ class HostMetricsMiddleware:
         :class:`~scrapy_twolevel.frontier.failures.SilentHosts`), for requests that have
         the crawl's ``download_timeout`` (a request's own is left alone); ``pooled(request)``:
         idle connections to the request's server once its response came (0: the server
-        closed it; ``None``: not known; :func:`~scrapy_twolevel._engine.pooled_connections`)."""
+        closed it; ``None``: not known; :func:`~scrapy_twolevel._engine.pooled_connections`);
+        ``gate``: every request waits at it for its host's turn (see
+        :mod:`~scrapy_twolevel.frontier.gate`; ``None``: none waits), on ``clock``."""
         self._signals = signals
         self._stats = stats
         self._host_of = host_of
@@ -151,6 +156,11 @@ class HostMetricsMiddleware:
         self.refused_urls = RefusedUrls(REFUSAL_STREAK)
         self._download_timeout = download_timeout
         self._pooled = pooled
+        self._gate = gate
+        #: Requests inside the gate -> their host (until their answer or failure).
+        self._inside: dict[Request, str] = {}
+        self._wake_timer: Any = None
+        self._wake_at: float | None = None
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
@@ -183,6 +193,9 @@ class HostMetricsMiddleware:
             first_answer_timeout=config.failures.first_answer_timeout if ours else 0.0,
             download_timeout=settings.getfloat("DOWNLOAD_TIMEOUT"),
             pooled=partial(pooled_connections, crawler),
+            # One request at a host's server at a time, out-of-band downloads included;
+            # only under this scheduler, which hands out one request per host anyway.
+            gate=HostGate() if ours else None,
         )
         if middleware.silent.first:
             crawler.signals.connect(middleware._headers_received, scrapy_signals.headers_received)
@@ -197,10 +210,65 @@ class HostMetricsMiddleware:
                 return None
         return None if host == PLAIN_LANE else host
 
-    def process_request(self, request: Request) -> None:
+    def process_request(self, request: Request, spider: Spider | None = None) -> Any:
+        """Let ``request`` go when its host's gate lets it in: at once (``None``), or a
+        coroutine that waits for its turn. Requests the scheduler hands out rarely wait (it
+        gives one per host); robots.txt, media and other downloads that bypass it do."""
+        if peek_meta(request).get(meta_keys.OWNER) is not None:
+            meta_keys.drop_inherited(request.meta, request.url)  # it bypassed the scheduler
+        gate = self._gate
+        host = None if gate is None else self._host(request)
+        if gate is None or host is None:
+            self._start(request)
+            return None
+        turn = Deferred[None]()
+        if gate.enter(host, lambda: turn.callback(None)):
+            self._inside[request] = host
+            self._start(request)
+            return None
+        self._stats.inc_value("twolevel/gate/waits")
+        self._arm_wake()
+        return self._wait_turn(turn, request, host)
+
+    async def _wait_turn(self, turn: Deferred[None], request: Request, host: str) -> None:
+        await wait_for(turn)
+        self._inside[request] = host
+        self._start(request)
+
+    def _start(self, request: Request) -> None:
+        """``request`` goes to the downloader now: its time at the host starts."""
         request.meta[meta_keys.SENT_AT] = self._clock()
         if self.silent.first:
             self._limit_timeout(request)
+
+    def _leave_gate(self, request: Request, retry_after: float | None = None) -> None:
+        """``request`` has its answer: its host's next request may go, after the server's
+        ``Retry-After`` (seconds) if it gave one."""
+        host = self._inside.pop(request, None)
+        if host is None:
+            return  # never went in: no gate, or answered before it (a cached response)
+        assert self._gate is not None
+        if retry_after:
+            self._gate.hold(host, self._clock() + retry_after)
+        self._gate.leave(host)
+        self._arm_wake()
+
+    def _arm_wake(self) -> None:
+        """One timer, at the end of the earliest hold that a waiting request waits for."""
+        assert self._gate is not None
+        wake_at = self._gate.next_wake()
+        if wake_at is None or (self._wake_at is not None and self._wake_at <= wake_at):
+            return
+        if self._wake_timer is not None:
+            self._wake_timer.cancel()
+        self._wake_at = wake_at
+        self._wake_timer = call_later(max(0.0, wake_at - self._clock()), self._wake)
+
+    def _wake(self) -> None:
+        self._wake_timer = self._wake_at = None
+        assert self._gate is not None
+        self._gate.wake()
+        self._arm_wake()
 
     def _headers_received(self, request: Request, **kwargs: Any) -> None:
         """A response's headers came: its host has answered, whatever its body does (a
@@ -223,23 +291,28 @@ class HostMetricsMiddleware:
             if meta.pop(meta_keys.FULL_TIMEOUT, None) is not None:
                 meta["download_timeout"] = full  # it answered since: the full time again
             return
-        meta[meta_keys.FULL_TIMEOUT] = full
+        meta_keys.set_own(meta, request.url, meta_keys.FULL_TIMEOUT, full)
         meta["download_timeout"] = timeout
         self._stats.inc_value("twolevel/metrics/first_answer_timeouts")
 
-    def process_response(self, request: Request, response: Response) -> Response | Request:
+    def process_response(
+        self, request: Request, response: Response, spider: Spider | None = None
+    ) -> Response | Request:
+        refusal = response.status in self._refusal_codes
+        wait = self._retry_after(response) if refusal else None
+        self._leave_gate(request, wait)
         sent_at = request.meta.pop(meta_keys.SENT_AT, None)  # copies must not inherit it
         host = self._host(request)
         if host is None:
             return response
         self.tracker.answered(host)  # any reply: a refusal, a cached or unmeasured one too
         forgiven = 0
-        if response.status not in self._refusal_codes:
+        if not refusal:
             self.refused_urls.answered(request.url)
         elif response.status == 429 or b"Retry-After" in response.headers:
-            return self._refused(host, request, response)
+            return self._refused(host, request, response, wait)
         elif (forgiven := self._bare_refusals_forgiven(request)) is None:
-            return self._refused(host, request, response)
+            return self._refused(host, request, response, wait)
         if self._robots_agent is not None and request.url.endswith("/robots.txt"):
             self._read_crawl_delay(host, response)
         latency = request.meta.get("download_latency")
@@ -291,11 +364,15 @@ class HostMetricsMiddleware:
         self._stats.inc_value("twolevel/refusals/taken_for_errors")
         return before if before == self.refused_urls.limit else 0
 
-    def _refused(self, host: str, request: Request, response: Response) -> Response | Request:
-        """The server refused the request for now: its host waits, the request goes back."""
+    def _retry_after(self, response: Response) -> float | None:
+        """The response's ``Retry-After`` in seconds, at most ``TWOLEVEL_RETRY_AFTER_MAX``."""
         wait = retry_after_seconds(response.headers.get(b"Retry-After"), self._wall_clock())
-        if wait is not None:
-            wait = min(wait, self._retry_after_max)
+        return None if wait is None else min(wait, self._retry_after_max)
+
+    def _refused(
+        self, host: str, request: Request, response: Response, wait: float | None
+    ) -> Response | Request:
+        """The server refused the request for now: its host waits, the request goes back."""
         self._stats.inc_value("twolevel/refusals")
         self._stats.inc_value(f"twolevel/refusals/{response.status}")
         answers = self._signals.send_catch_log(
@@ -323,7 +400,7 @@ class HostMetricsMiddleware:
     def _send_again(self, request: Request, counter: str, stat: str) -> Request:
         """A copy of ``request`` for the scheduler, its ``counter`` meta key one higher."""
         again = request.replace(dont_filter=True)
-        again.meta[counter] = request.meta.get(counter, 0) + 1
+        meta_keys.set_own(again.meta, again.url, counter, request.meta.get(counter, 0) + 1)
         self._stats.inc_value(stat)
         return again
 
@@ -336,7 +413,9 @@ class HostMetricsMiddleware:
             self._stats.inc_value("twolevel/crawl_delay_hosts")
             self._signals.send_catch_log(host_crawl_delay, host=host, delay=delay)
 
-    def process_exception(self, request: Request, exception: Exception) -> Request | None:
+    def process_exception(
+        self, request: Request, exception: Exception, spider: Spider | None = None
+    ) -> Request | None:
         """A failed request leaves no usable connection behind, and costs the host.
 
         If the scheduler says the host is backed off (it fails as a whole), the request goes
@@ -344,6 +423,7 @@ class HostMetricsMiddleware:
         fail on a host that works, and a host that is down for a while must not cost its
         URLs.
         """
+        self._leave_gate(request)
         host = self._host(request)
         if host is None:
             return
@@ -361,7 +441,8 @@ class HostMetricsMiddleware:
         sent_at = request.meta.pop(meta_keys.SENT_AT, None)
         elapsed = self._clock() - sent_at if isinstance(sent_at, float) else 0.0
         repeat = bool(request.meta.get(meta_keys.FAILED_BEFORE))
-        request.meta[meta_keys.FAILED_BEFORE] = True  # RetryMiddleware's copies carry it
+        # RetryMiddleware's copies carry it (same URL: see meta_keys.OWNER).
+        meta_keys.set_own(request.meta, request.url, meta_keys.FAILED_BEFORE, True)
         timeout = isinstance(exception, TIMEOUTS)
         answers = self._signals.send_catch_log(
             host_failed,

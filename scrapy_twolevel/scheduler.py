@@ -45,7 +45,14 @@ from scrapy.utils.job import job_dir
 from scrapy.utils.misc import build_from_crawler, load_object
 
 from . import _engine
-from ._engine import call_later, requests_in_downloader, requests_in_progress, wake_engine
+from . import meta as meta_keys
+from ._engine import (
+    call_later,
+    peek_meta,
+    requests_in_downloader,
+    requests_in_progress,
+    wake_engine,
+)
 from .codec import SpiderCodec, decode_request, encode_request
 from .components import SCHEDULER_ROLE
 from .config import ClusterConfig, TwoLevelConfig
@@ -77,7 +84,7 @@ from .glue.topic_tracker import TopicTracker
 from .signals import host_crawl_delay, host_failed, host_measured, host_refused, page_relevant
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Sized
     from typing import Self
 
     from scrapy import Request, Spider
@@ -353,8 +360,24 @@ class TwoLevelScheduler(BaseScheduler):
     def __len__(self) -> int:
         return len(self.frontier) if self.frontier is not None else 0
 
+    # -- what Scrapy's engine status (``est()``, telnet, remote control) reads ---------
+
+    @property
+    def mqs(self) -> Sized:
+        """Requests queued in memory, under the name of Scrapy's scheduler: the frontier
+        when no ``JOBDIR`` keeps it (in memory, or in Redis in the distributed mode)."""
+        return self if self.statedir is None else ()
+
+    @property
+    def dqs(self) -> Sized | None:
+        """Requests queued on disk (the ``JOBDIR`` frontier), as Scrapy's scheduler names
+        them; ``None`` without a ``JOBDIR``, as there."""
+        return self if self.statedir is not None else None
+
     def enqueue_request(self, request: Request) -> bool:
         assert self.backend is not None
+        if peek_meta(request).get(meta_keys.OWNER) is not None:
+            meta_keys.drop_inherited(request.meta, request.url)  # meta=response.meta
         if not self.backend.enqueue(request):
             return False
         self._inc_stat("scheduler/enqueued")
@@ -404,12 +427,14 @@ class TwoLevelScheduler(BaseScheduler):
     def _host_measured(
         self, host: str, observation: dict[str, Any] | None, request: Request | None = None
     ) -> None:
-        if self.frontier is None:
+        if self.frontier is None or request is None:
             return
-        if observation is not None:
-            self.frontier.observe(self._lane_of(host, request), **observation)
-        if request is not None:
-            self._request_done(request)
+        lane = self.inflight.lane(request)
+        # A response the scheduler did not hand out (robots.txt, media, download_async) is
+        # not one of the host's pages: it counts toward no budget and ends no session.
+        if observation is not None and lane is not None:
+            self.frontier.observe(lane, **observation)
+        self._request_done(request)
 
     def _host_failed(
         self,
@@ -441,8 +466,18 @@ class TwoLevelScheduler(BaseScheduler):
     ) -> bool:
         if self.frontier is None or request is None:
             return False
-        lane, before = self._lane_of(host, request), refused_before(request.meta)
-        again = self.frontier.observe_refusal(lane, retry_after=retry_after, refused_before=before)
+        lane = self.inflight.lane(request)
+        if lane is None:
+            # Not handed out by the scheduler: the host waits as the server asked, and the
+            # copy the middleware sends waits at the host's gate as long (with no time
+            # given, nothing would hold the copy back: RetryMiddleware decides, as usual).
+            if retry_after is None:
+                return False
+            self.frontier.hold(host, retry_after)
+            return True
+        again = self.frontier.observe_refusal(
+            lane, retry_after=retry_after, refused_before=refused_before(request.meta)
+        )
         self._request_done(request)
         return again
 
@@ -450,12 +485,6 @@ class TwoLevelScheduler(BaseScheduler):
         if self.frontier is not None:
             self.frontier.set_min_gap(host, delay)
             self.reporter.crawl_delay(host, delay)
-
-    def _lane_of(self, host: str, request: Request | None) -> str:
-        """The lane of a reported request: the one it was handed out in (with topics, its
-        host's lane in its topic); its host if the scheduler did not hand it out."""
-        lane = self.inflight.lane(request) if request is not None else None
-        return host if lane is None else lane
 
     def _request_done(self, request: Request) -> None:
         """``request``'s outcome is known: its host may take its next one."""

@@ -69,7 +69,7 @@ class SeedMiddleware:
             return
         for item in result:
             if isinstance(item, Request):
-                item.meta[meta.FOUND_ON_SEED] = tag
+                meta.set_own(item.meta, item.url, meta.FOUND_ON_SEED, tag)
             yield item
 
     async def process_spider_output_async(
@@ -78,7 +78,7 @@ class SeedMiddleware:
         tag = self._tag(response)
         async for item in result:
             if tag is not None and isinstance(item, Request):
-                item.meta[meta.FOUND_ON_SEED] = tag
+                meta.set_own(item.meta, item.url, meta.FOUND_ON_SEED, tag)
             yield item
 
     def process_spider_exception(

@@ -23,16 +23,17 @@ import redis
 #: redis: anything that talks to Redis.
 LAYERS = {
     "unit": (
-        "architecture buckets codec distributed_sim failures frontier intake live_snapshot "
+        "architecture buckets codec distributed_sim failures frontier gate header_parsers intake "
+        "live_snapshot "
         "local_only "
         "politeness "
         "publish_time recrawl_history recrawl_model recrawl_planner recrawl_samples seen sim "
         "store_contract topics"
     ),
-    "glue": "config dupefilter packaging scheduler_contract",
+    "glue": "config dupefilter meta_keys packaging scheduler_contract",
     "crawl": (
-        "crash crawl disk_faults duplicate_links example_project live_browser live_crawl "
-        "politeness_crawl recrawl_crawl startup "
+        "conformance crash crawl disk_faults duplicate_links example_project live_browser "
+        "live_crawl politeness_crawl recrawl_crawl startup "
         "testweb "
         "testweb_cli topics_crawl"
     ),

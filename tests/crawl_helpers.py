@@ -429,3 +429,54 @@ class DontFilterHomePages:
                     self.stats.inc_value("count/dont_filter")
                     item = item.replace(dont_filter=True)
             yield item
+
+
+class FilesForPages:
+    """Spider middleware: each test-web page yields an item whose ``file_urls`` are
+    ``FILES_PER_PAGE`` (default 2) files on its host, for the Files pipeline to download
+    (out of band: through ``engine.download_async``, not the scheduler)."""
+
+    def __init__(self, per_page):
+        self.per_page = per_page
+
+    @classmethod
+    def from_crawler(cls, crawler):
+        return cls(crawler.settings.getint("FILES_PER_PAGE", 2))
+
+    async def process_spider_output(self, response, result):
+        from urllib.parse import urlsplit
+
+        from scrapy_twolevel.testweb.web import FILES_PREFIX
+
+        async for item in result:
+            yield item
+        if response.status == 200 and "html" in response.headers.get("Content-Type", b"").decode():
+            url = urlsplit(response.url)
+            name = url.path.strip("/").replace("/", "-") or "index"
+            base = f"{url.scheme}://{url.netloc}{FILES_PREFIX}{name}"
+            yield {"file_urls": [f"{base}-{k}.bin" for k in range(self.per_page)]}
+
+
+class EngineStatusProbe:
+    """Extension: at the 5th response, Scrapy's own ``get_engine_status`` (what ``est()``
+    in the telnet console prints); each check's value goes into stats as ``est/<check>``."""
+
+    def __init__(self, crawler):
+        self.crawler = crawler
+        self.responses = 0
+
+    @classmethod
+    def from_crawler(cls, crawler):
+        import scrapy.signals
+
+        ext = cls(crawler)
+        crawler.signals.connect(ext.response, signal=scrapy.signals.response_received)
+        return ext
+
+    def response(self, **kwargs):
+        from scrapy.utils.engine import get_engine_status
+
+        self.responses += 1
+        if self.responses == 5:
+            for check, value in get_engine_status(self.crawler.engine):
+                self.crawler.stats.set_value(f"est/{check}", str(value))

@@ -239,26 +239,52 @@ def test_corrupt_hosts_file_names_the_file_and_is_not_overwritten(tmp_path):
         create_scheduler(jobdir=jobdir)
 
 
+OBSERVATION = {
+    "latency": 0.3,
+    "new_connection": True,
+    "served_on_connection": 1,
+    "closed_by_server": True,
+    "remaining_on_connection": 0,
+}
+
+
 def test_estimates_from_the_middleware_signal_update_the_frontier():
     from scrapy_twolevel.signals import host_measured
 
     scheduler, crawler = create_scheduler()
+    request = hand_out(scheduler, crawler, "http://a.example/1")
     crawler.signals.send_catch_log(
-        host_measured,
-        host="a.example",
-        observation={
-            "latency": 0.3,
-            "new_connection": True,
-            "served_on_connection": 1,
-            "closed_by_server": True,
-            "remaining_on_connection": 0,
-        },
+        host_measured, host="a.example", observation=OBSERVATION, request=request
     )
-    est = scheduler.frontier.host("a.example").estimate
+    host = scheduler.frontier.host("a.example")
+    est = host.estimate
     # First latency on a new connection, split in the defaults' ratio (0.01 : 0.01).
     assert est.connection_time == pytest.approx(0.15)
     assert est.response_time == pytest.approx(0.15)
     assert est.keepalive is False
+    assert host.fetched == 1 and not host.busy
+    scheduler.close("finished")
+
+
+def test_a_response_the_scheduler_did_not_hand_out_is_not_a_page_of_its_host():
+    """robots.txt, media pipelines, ``engine.download_async``: such a response counted
+    toward the host's budget (1 page + 2 images gave up a host with budget 3)."""
+    from scrapy_twolevel.signals import host_measured
+
+    scheduler, crawler = create_scheduler({"TWOLEVEL_HOST_BUDGET": 2})
+    assert scheduler.enqueue_request(Request("http://a.example/1"))
+    assert scheduler.enqueue_request(Request("http://a.example/2"))
+    for path in ("/robots.txt", "/img1.png", "/img2.png"):
+        crawler.signals.send_catch_log(
+            host_measured,
+            host="a.example",
+            observation=OBSERVATION,
+            request=Request(f"http://a.example{path}"),
+        )
+    host = scheduler.frontier.host("a.example")
+    assert host.fetched == 0 and not host.given_up
+    assert host.estimate is scheduler.frontier.host("b.example").estimate  # the prior
+    assert [scheduler.next_request().url for _ in range(1)] == ["http://a.example/1"]
     scheduler.close("finished")
 
 

@@ -357,6 +357,11 @@ class TopicFrontier:
         for frontier in self.frontiers.values():
             frontier.set_min_gap(host, seconds)
 
+    def hold(self, host: str, seconds: float) -> None:
+        """The server's wait holds in every topic."""
+        for frontier in self.frontiers.values():
+            frontier.hold(host, seconds)
+
     def host(self, lane: str, queue_factory: Any = None) -> Host:
         topic, host = split_lane(lane)
         return self.frontiers[topic].host(host, queue_factory=queue_factory)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from datetime import UTC
 from email.utils import parsedate_to_datetime
 from typing import Any
 
@@ -37,14 +38,16 @@ def retry_after_seconds(value: bytes | str | None, now: float) -> float | None:
     text = text.strip()
     if not text:
         return None
-    if text.isdigit():
+    if text.isascii() and text.isdigit():  # str.isdigit() is true for "\xb2" too
         return float(text)
     try:
         when = parsedate_to_datetime(text)
-    except (TypeError, ValueError, IndexError):
+    except Exception:  # a server's header: whatever it holds, no wait is read from it
         return None
-    if when.tzinfo is None:  # RFC 9110 dates are GMT
-        return None
+    if when.tzinfo is None:
+        # The asctime form (and "-0000") parse without a zone; every HTTP date is GMT
+        # (RFC 9110 section 5.6.7), and recipients must accept all three forms.
+        when = when.replace(tzinfo=UTC)
     seconds = when.timestamp() - now
     return max(0.0, seconds) if math.isfinite(seconds) else None
 

@@ -247,7 +247,9 @@ class SeedPlanner:
         if _fetch_id(meta) in self._fetches:
             return False  # a refetch this planner queued
         template = self._template(request)
-        request.meta[meta_keys.SEED_FETCH] = [key, self._new_fetch(key)]
+        meta_keys.set_own(
+            request.meta, request.url, meta_keys.SEED_FETCH, [key, self._new_fetch(key)]
+        )
         if template is not None:
             self._stats.inc_value("twolevel/recrawl/seed_requests")
             self._set_plan(Plan(key, self._provisional(key), template))
@@ -285,7 +287,9 @@ class SeedPlanner:
                 logger.error("Seed %s dropped: its stored request cannot be rebuilt (%s)", key, exc)
                 self._stats.inc_value("twolevel/recrawl/undecodable")
                 continue
-            request.meta[meta_keys.SEED_FETCH] = [key, self._new_fetch(key)]
+            meta_keys.set_own(
+                request.meta, request.url, meta_keys.SEED_FETCH, [key, self._new_fetch(key)]
+            )
             self._set_plan(Plan(key, self._provisional(key), plan.request))
             self._stats.inc_value("twolevel/recrawl/refetches")
             self._enqueue(request)

@@ -36,6 +36,7 @@ from .stats import HostStats, ResponseEvent, ServerStats, fetch_remote_stats
 from .web import (
     BROKEN_PATH,
     CONTROL_ADDRESS,
+    FILES_PREFIX,
     SLOW_BODY_PATH,
     SLOW_BODY_SECONDS,
     UNAVAILABLE_PATH,
@@ -69,6 +70,7 @@ _REASONS = {
     405: "Method Not Allowed",
     421: "Misdirected Request",
     429: "Too Many Requests",
+    500: "Internal Server Error",
     503: "Service Unavailable",
 }
 
@@ -222,7 +224,7 @@ class _TestWebProtocol(Protocol):
             self._queue.append(request)
             if self._host is not None:
                 self._server.stats.request_received(
-                    self._host.index, self._server.clock(), request.host
+                    self._host.index, self._server.clock(), request.host, request.path
                 )
                 if (
                     self._host.failure == "reset"
@@ -364,6 +366,7 @@ class TestWebServer:
         self._protocols: set[_TestWebProtocol] = set()
         self._connection_ids = 0
         self._accepted_at: dict[int, float] = {}  # host -> its last accepted request
+        self._robots_refused: set[int] = set()  # hosts whose robots.txt refused once
         self._first_request_at: dict[int, float] = {}  # host -> its first request (outages)
         self._holding = False
         self._waiting: list[Callable[[], None]] = []
@@ -472,8 +475,9 @@ class TestWebServer:
         if request.path == UNAVAILABLE_PATH:
             return _Answer(503, "text/plain", b"unavailable\n")
         if request.path == "/robots.txt":
-            delay = f"Crawl-delay: {host.crawl_delay}\n" if host.crawl_delay else ""
-            return _Answer(200, "text/plain", _ROBOTS + delay.encode())
+            return self._robots(host)
+        if request.path.startswith(FILES_PREFIX):
+            return _Answer(200, "application/octet-stream", request.path.encode() * 4)
         if host.min_interval:
             refusal = self._refusal(host)
             if refusal is not None:
@@ -486,6 +490,20 @@ class TestWebServer:
             location = self.web.url(page.redirect_to, self._port)
             return _Answer(301, "text/html", body, page.id, (("Location", location),))
         return _Answer(200, "text/html; charset=utf-8", body, page.id)
+
+    def _robots(self, host: HostSpec) -> _Answer:
+        status = host.robots_status
+        if host.robots_retry_after:
+            if host.index in self._robots_refused:
+                status = 200
+            else:
+                self._robots_refused.add(host.index)
+                extra = (("Retry-After", str(host.robots_retry_after)),)
+                return _Answer(status, "text/plain", b"busy\n", None, extra)
+        if status != 200:
+            return _Answer(status, "text/plain", b"no robots.txt here\n")
+        delay = f"Crawl-delay: {host.crawl_delay}\n" if host.crawl_delay else ""
+        return _Answer(200, "text/plain", _ROBOTS + delay.encode())
 
     def _refusal(self, host: HostSpec) -> _Answer | None:
         """A refusal if the host's last accepted request was less than ``min_interval``

@@ -67,6 +67,8 @@ class ServerStats:
         self.hosts: dict[int, HostStats] = {i: HostStats() for i in range(n_hosts)}
         self.total = HostStats()
         self.events: list[ResponseEvent] = []
+        #: Every request received by a host, in order: ``(time, host, path)``.
+        self.arrivals: list[tuple[float, int, str]] = []
         self.control_requests = 0
         #: The server's clock when the first request to any host arrived (None: none yet);
         #: the time origin of a crawl's curves.
@@ -117,6 +119,7 @@ class ServerStats:
             "control_requests": self.control_requests,
             "first_request_at": self.first_request_at,
             "events": [list(e) for e in self.events],
+            "arrivals": [list(a) for a in self.arrivals],
         }
 
     @classmethod
@@ -128,6 +131,7 @@ class ServerStats:
         stats.control_requests = data["control_requests"]
         stats.first_request_at = data["first_request_at"]
         stats.events = [ResponseEvent(*e) for e in data["events"]]
+        stats.arrivals = [(float(t), int(h), str(p)) for t, h, p in data.get("arrivals", ())]
         return stats
 
     # -- updates (server side) ---------------------------------------------------------------
@@ -136,6 +140,7 @@ class ServerStats:
         for h in (*self.hosts.values(), self.total):
             h.reset()
         self.events.clear()
+        self.arrivals.clear()
         self.control_requests = 0
         self.first_request_at = None
 
@@ -152,9 +157,10 @@ class ServerStats:
         for h in self._each(host):
             h.connections_open -= 1
 
-    def request_received(self, host: int, now: float, host_header: str) -> None:
+    def request_received(self, host: int, now: float, host_header: str, path: str = "") -> None:
         if self.first_request_at is None:
             self.first_request_at = now
+        self.arrivals.append((now, host, path))
         overlapping = self.hosts[host].requests_in_flight > 0
         for h in self._each(host):
             h.host_headers[host_header] = h.host_headers.get(host_header, 0) + 1

@@ -58,6 +58,11 @@ SLOW_BODY_SECONDS = 1.5
 #: A path on any host that always answers 503 without ``Retry-After``: an error page that
 #: looks like a rate limit's refusal.
 UNAVAILABLE_PATH = "/_unavailable"
+#: Paths on any host under this prefix are files (``/_files/<name>``): 200, a few bytes of
+#: ``application/octet-stream``, no links; what a Files or Images pipeline downloads.
+FILES_PREFIX = "/_files/"
+#: What a host's robots.txt may answer (``HostLimits.robots_status``).
+ROBOTS_STATUSES = (200, 404, 429, 500, 503)
 
 #: How a host can fail, as the server simulates it:
 #:
@@ -99,12 +104,21 @@ class HostLimits:
     outage_length: float = 0.0
     #: ``Crawl-delay`` in the host's robots.txt (0: none).
     crawl_delay: float = 0.0
+    #: The status robots.txt answers (one of ``ROBOTS_STATUSES``); with
+    #: ``robots_retry_after`` > 0, only its first request gets it, with that
+    #: ``Retry-After`` in seconds, and later ones the robots.txt (a server busy for a while).
+    robots_status: int = 200
+    robots_retry_after: int = 0
 
     def check_limits(self, what: str) -> None:
         if min(self.min_interval, self.outage_start, self.outage_length, self.crawl_delay) < 0:
             raise ValueError(f"{what}: min_interval, the outage and crawl_delay must be >= 0")
         if self.refusal_status not in REFUSAL_STATUSES:
             raise ValueError(f"{what}: refusal_status must be one of {REFUSAL_STATUSES}")
+        if self.robots_status not in ROBOTS_STATUSES:
+            raise ValueError(f"{what}: robots_status must be one of {ROBOTS_STATUSES}")
+        if self.robots_retry_after < 0:
+            raise ValueError(f"{what}: robots_retry_after must be >= 0")
 
     def limits(self) -> dict[str, Any]:
         """These fields, to copy from a profile to a spec."""
