@@ -278,7 +278,20 @@ RESPONSE_TIME = Setting(
     "TWOLEVEL_DEFAULT_RESPONSE_TIME", _COST.default_response_time, POSITIVE_SECONDS
 )
 QUALITY = Setting("TWOLEVEL_QUALITY", "priority", _quality)
-HOST_KEY = Setting("TWOLEVEL_HOST_KEY", "hostname", choice(*HOST_KEY_MODES))
+
+
+def _host_key(name: str, value: Any) -> str:
+    if value == "ip":
+        raise SettingsError(
+            f"{name}='ip' was removed: a URL's host is chosen as it is queued, before its "
+            "name is resolved, so names sharing an address were never merged. Use "
+            "'hostname' (with CONCURRENT_REQUESTS_PER_IP the downloader still keeps one "
+            "address's requests apart) or 'domain'."
+        )
+    return choice(*HOST_KEY_MODES)(name, value)
+
+
+HOST_KEY = Setting("TWOLEVEL_HOST_KEY", "hostname", _host_key)
 IDLE_TIMEOUT = Setting("TWOLEVEL_IDLE_TIMEOUT", 15.0, SECONDS)
 STATS_TOP_HOSTS = Setting("TWOLEVEL_STATS_TOP_HOSTS", 10, NOT_NEGATIVE)
 DISK_CACHE_MB = Setting("TWOLEVEL_DISK_CACHE_MB", 4, AT_LEAST_ONE)

@@ -164,8 +164,6 @@ class HostMetricsMiddleware:
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
-        from scrapy.resolver import dnscache
-
         ours = uses_this_scheduler(crawler)
         if ours:
             # Built before the spider opens: the one place a settings or JOBDIR error stops
@@ -182,7 +180,7 @@ class HostMetricsMiddleware:
         middleware = cls(
             crawler.signals,
             crawler.stats,
-            make_request_host(config.host_key, dnscache),
+            make_request_host(config.host_key),
             config.idle_timeout,
             refusal_codes=config.refusal_codes,
             scheduler_keeps=ours,

@@ -176,8 +176,6 @@ class TwoLevelScheduler(BaseScheduler):
     def _from_crawler(cls, crawler: Crawler) -> Self:
         config, policy, quality_of = resolve_settings(crawler)
         warn_unknown_settings(crawler.settings)
-        from scrapy.resolver import dnscache
-
         dupefilter_cls = load_object(crawler.settings["DUPEFILTER_CLASS"])
         assert crawler.stats is not None
         return cls(
@@ -185,7 +183,7 @@ class TwoLevelScheduler(BaseScheduler):
             config=config,
             policy=policy,
             quality_of=quality_of,
-            host_of=make_request_host(config.host_key, dnscache),
+            host_of=make_request_host(config.host_key),
             stats=crawler.stats,
             crawler=crawler,
             jobdir=job_dir(crawler.settings),

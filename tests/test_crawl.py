@@ -440,7 +440,7 @@ def test_failing_hosts_are_backed_off_then_given_up(tmp_path, failure, policy):
     )
 
 
-@pytest.mark.parametrize("host_key", ["hostname", "domain", "ip"])
+@pytest.mark.parametrize("host_key", ["hostname", "domain"])
 def test_redirects_across_hosts_stay_in_their_own_lane(tmp_path, host_key):
     """301s from one host to another, hosts named through a DNS resolver: the redirected
     request must take its target's lane, never the lane of the host that redirected."""
@@ -469,9 +469,8 @@ def test_redirects_across_hosts_stay_in_their_own_lane(tmp_path, host_key):
     assert stats["downloader/response_status_count/301"] >= 16
     assert result.server.fetch_counts() == {page: 1 for page in web.reachable()}
     assert_polite(result)
-    # Only the lanes the requests' own URLs give, none made by a redirect. (In ip mode a
-    # name is first seen unresolved, so it keeps its name as key.)
-    key = make_host_key("hostname" if host_key == "ip" else host_key)
+    # Only the lanes the requests' own URLs give, none made by a redirect.
+    key = make_host_key(host_key)
     assert stats["twolevel/hosts"] == len({key(name) for h in web.hosts for name in h.names})
 
 

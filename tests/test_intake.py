@@ -67,11 +67,9 @@ def test_request_host_modes():
     by_domain = make_request_host("domain")
     assert by_domain(Request("http://a.b.example.co.uk/x")) == "example.co.uk"
     assert by_domain(Request("http://127.0.1.5:8080/")) == "127.0.1.5"
-    by_ip = make_request_host("ip", {"known.example": "10.1.2.3"})
-    assert by_ip(Request("http://known.example/")) == "10.1.2.3"
-    assert by_ip(Request("http://unknown.example/")) == "unknown.example"
-    with pytest.raises(ValueError, match="unknown host key mode"):
-        make_host_key("port")
+    for removed in ("ip", "port"):
+        with pytest.raises(ValueError, match="unknown host key mode"):
+            make_host_key(removed)
 
 
 def test_quality_sources():
@@ -96,29 +94,3 @@ def test_peek_meta_does_not_create_meta():
     assert bare._meta is None  # peeking created nothing
     with_meta = Request("http://a.com/", meta={"k": 1})
     assert peek_meta(with_meta) is with_meta.meta
-
-
-def test_cached_address_reads_every_dns_cache_shape():
-    from scrapy_twolevel.frontier.host_keys import cached_address
-
-    class Address:
-        host = "10.0.0.2"
-
-    assert cached_address("10.0.0.1") == "10.0.0.1"
-    assert cached_address([Address()]) == "10.0.0.2"
-    assert cached_address(["10.0.0.3", "10.0.0.4"]) == "10.0.0.3"
-    assert cached_address([]) is None
-    assert cached_address(None) is None
-    assert cached_address("not-an-ip") is None
-    assert cached_address([object()]) is None
-
-
-def test_ip_key_is_fixed_when_a_name_is_first_seen():
-    cache = {}
-    key = make_host_key("ip", cache)
-    assert key("a.example") == "a.example"
-    cache["a.example"] = "10.0.0.1"
-    assert key("a.example") == "a.example"  # one key for the name's lifetime
-    cache["b.example"] = ["10.0.0.1"]
-    assert key("b.example") == "10.0.0.1"
-    assert key("127.0.0.5") == "127.0.0.5"

@@ -350,32 +350,6 @@ def test_a_download_slot_the_user_set_is_the_lane_and_carries_over():
     scheduler.close("finished")
 
 
-def test_ip_mode_keeps_one_key_per_hostname_whatever_the_dns_cache_holds():
-    from scrapy.resolver import dnscache
-
-    scheduler, crawler = create_scheduler(
-        {"TWOLEVEL_POLICY": "breadth-first", "TWOLEVEL_HOST_KEY": "ip"}
-    )
-    try:
-        first = hand_out(scheduler, crawler, "http://late.example/1")
-        # Resolved meanwhile, as CachingHostnameResolver stores it: a list of addresses.
-        dnscache["late.example"] = [type("Addr", (), {"host": "10.9.9.9"})()]
-        dnscache["early.example"] = ["10.1.1.1"]
-        assert scheduler.enqueue_request(Request("http://late.example/2"))
-        assert scheduler.enqueue_request(Request("http://early.example/1"))
-        assert scheduler.next_request().meta[HOST_META_KEY] == "10.1.1.1"
-        assert scheduler.next_request() is None  # late.example's one lane is still busy
-        finish(crawler, first)
-        assert scheduler.next_request().meta[HOST_META_KEY] == "late.example"
-    finally:
-        dnscache.pop("late.example", None)
-        dnscache.pop("early.example", None)
-    scheduler.close("finished")
-
-
-# -- nothing lost: failures after the dupefilter has seen a request -------------------
-
-
 def raises_key_error(request):
     return {"a": 1}[request.url]
 

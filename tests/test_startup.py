@@ -71,8 +71,8 @@ def last_line(text: str) -> str:
             "SettingsError: TWOLEVEL_REDIS_URL needs the seen cache",
         ),
         (
-            ["-s", "TWOLEVEL_REDIS_URL=redis://127.0.0.1:6379/0", "-s", "TWOLEVEL_HOST_KEY=ip"],
-            "SettingsError: TWOLEVEL_HOST_KEY='ip' cannot be used with TWOLEVEL_REDIS_URL",
+            ["-s", "TWOLEVEL_HOST_KEY=ip"],
+            "SettingsError: TWOLEVEL_HOST_KEY='ip' was removed: a URL's host is chosen as it",
         ),
         (
             ["-s", 'TWOLEVEL_TOPICS={"news": {"slice": 0}}'],

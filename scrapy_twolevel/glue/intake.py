@@ -71,7 +71,7 @@ def split_host(url: str) -> tuple[str, str]:
     return match[1].lower(), host.lower()
 
 
-def make_request_host(mode: str, resolved: Any = None) -> Callable[[Request], str]:
+def make_request_host(mode: str) -> Callable[[Request], str]:
     """Return ``request -> lane``, :data:`PLAIN_LANE` for requests with no network host.
 
     The lane is the ``download_slot`` the user chose, or the key of the URL's hostname. A
@@ -79,7 +79,7 @@ def make_request_host(mode: str, resolved: Any = None) -> Callable[[Request], st
     on the way. Raises ``ValueError`` for a URL that cannot be parsed. Nothing is cached
     per URL: parsing costs about a microsecond, a cache entry ~100 bytes.
     """
-    key_of = make_host_key(mode, resolved)
+    key_of = make_host_key(mode)
 
     def host_of(request: Request) -> str:
         meta = peek_meta(request)

@@ -156,11 +156,6 @@ def check_cluster(
             "TWOLEVEL_REDIS_URL needs TWOLEVEL_SEEN_MODE='exact' and no TWOLEVEL_SEEN_PATH: "
             "each bucket's seen keys live in Redis and move with the bucket."
         )
-    if config.host_key == "ip":
-        raise SettingsError(
-            "TWOLEVEL_HOST_KEY='ip' cannot be used with TWOLEVEL_REDIS_URL: hosts are "
-            "assigned to nodes before their addresses are known. Use 'hostname' or 'domain'."
-        )
     if recrawl.enabled and (recrawl.history or recrawl.model):
         raise SettingsError(
             "TWOLEVEL_RECRAWL_HISTORY and TWOLEVEL_RECRAWL_MODEL name files, but with "

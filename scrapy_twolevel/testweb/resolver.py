@@ -1,13 +1,13 @@
 """A DNS resolver for crawls of a test web whose URLs name hosts (``h3.testweb.test``).
 
 The test web's hosts live on loopback addresses; names let a test give one address several
-names (aliases), the case a scheduler keying hosts by IP (``TWOLEVEL_HOST_KEY = "ip"``) must
-get right. This resolver answers from a fixed map instead of the system's DNS, so a crawl
-stays hermetic: a name outside the map fails at once rather than leaking to real DNS.
+names (aliases), as virtual hosting does. This resolver answers from a fixed map instead of
+the system's DNS, so a crawl stays hermetic: a name outside the map fails at once rather
+than leaking to real DNS.
 
 Like Scrapy's own :class:`scrapy.resolver.CachingThreadedResolver`, it stores each answer
-(a string) in :data:`scrapy.resolver.dnscache`, where the downloader's per-IP slots and
-``scrapy_twolevel``'s ``ip`` host key read it.
+(a string) in :data:`scrapy.resolver.dnscache`, where the downloader's per-IP slots read
+it.
 
 :func:`~scrapy_twolevel.testweb.spider.run_crawl` installs it when the web uses names; in
 other crawls set ``TWISTED_DNS_RESOLVER`` to this class and ``TWOLEVEL_TESTWEB_HOSTS_MAP`` to
