@@ -266,17 +266,27 @@ class TwoLevelScheduler(BaseScheduler):
             **common,
         )
 
-    def _make_frontier(self, queue_factory: QueueFactory) -> Frontier:
+    def _make_frontier(
+        self,
+        queue_factory: QueueFactory,
+        on_page: Callable[[str, int], None] | None = None,
+    ) -> Frontier:
         """The frontier over the backend's queues; with topics, one per topic, whose
-        queues are keyed by lane."""
+        queues (and page counts) are keyed by lane."""
         if self.topics is None:
-            return self._new_frontier(queue_factory)
+            return self._new_frontier(queue_factory, on_page=on_page)
 
         def make(topic: str, lock: Any, sequence: Any) -> TwoLevelFrontier:
             def factory(host: str, by_quality: bool) -> Any:
                 return queue_factory(topic_lane(topic, host), by_quality)
 
-            return self._new_frontier(factory, host_lock=lock, lock_owner=topic, sequence=sequence)
+            def pages(host: str, fetched: int) -> None:
+                if on_page is not None:
+                    on_page(topic_lane(topic, host), fetched)
+
+            return self._new_frontier(
+                factory, host_lock=lock, lock_owner=topic, sequence=sequence, on_page=pages
+            )
 
         return TopicFrontier.build(self.topics.selector, make)
 

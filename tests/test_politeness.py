@@ -217,6 +217,38 @@ def test_a_host_given_up_for_its_budget_while_idle_in_its_session_is_never_serve
     assert f.pop() is None and len(f) == 0
 
 
+def test_pages_of_budgeted_hosts_are_reported_and_restored():
+    pages = []
+    f, _ = frontier(
+        budget=lambda host: 3 if host == "small" else None,
+        on_page=lambda host, fetched: pages.append((host, fetched)),
+    )
+    for i in range(4):
+        f.push("small", 1.0, i)
+        f.push("big", 1.0, i)
+    served = []
+    while (popped := f.pop()) is not None:
+        served.append(popped[0])
+        answer(f, popped[0])
+    assert served.count("small") == 3 and served.count("big") == 4
+    assert pages == [("small", 1), ("small", 2), ("small", 3)]  # only the host with a budget
+    # A resumed crawl: the two pages count, so one more is its budget.
+    g, _ = frontier(budget=lambda host: 3 if host == "small" else None)
+    for i in range(4):
+        g.push("small", 1.0, i)
+    g.restore_pages("small", 2)
+    assert g.pop()[0] == "small"
+    answer(g, "small")
+    assert g.host("small").given_up and g.pop() is None and len(g) == 0
+    # One that had its budget is given up at once, its queued URLs dropped.
+    h, _ = frontier(budget=lambda host: 3)
+    for i in range(2):
+        h.push("done", 1.0, i)
+    h.restore_pages("done", 3)
+    assert h.host("done").given_up and len(h) == 0 and h.pop() is None
+    assert h.dropped_budget == 2
+
+
 def test_a_host_that_refuses_everything_gets_its_requests_passed_on():
     """Five refusals in a row with the gap grown each time (0.5 s to 2.5 s) are a rate
     limit no more: the sixth refused request is not worth sending again."""

@@ -442,3 +442,39 @@ def test_resuming_with_another_shape_stops_with_the_setting_named(tmp_path, firs
     scheduler, crawler = create_scheduler(same, jobdir)
     assert [r.url for r in dequeue_all(scheduler, crawler)] == ["http://a.example/1"]
     scheduler.close("finished")
+
+
+@pytest.mark.parametrize("topics", [False, True])
+def test_a_resumed_jobdir_crawl_remembers_the_pages_each_host_gave(tmp_path, topics):
+    """``Host.fetched`` was not saved: every resume gave every host its whole budget again."""
+    from scrapy_twolevel.signals import host_measured
+
+    settings = {"TWOLEVEL_HOST_BUDGET": 3}
+    if topics:
+        settings["TWOLEVEL_TOPICS"] = {"news": {"priority": 0}}
+        settings["SPIDER_MIDDLEWARES"] = {"scrapy_twolevel.topics.TopicMiddleware": 960}
+    jobdir = tmp_path / "job"
+    scheduler, crawler = create_scheduler(settings, jobdir=jobdir)
+    for i in range(6):
+        assert scheduler.enqueue_request(Request(f"http://a.example/{i}"))
+    for _ in range(2):  # two pages of a.example, then the crawl stops
+        request = scheduler.next_request()
+        crawler.signals.send_catch_log(
+            host_measured, host="a.example", observation=OBSERVATION, request=request
+        )
+    scheduler.close("shutdown")
+
+    scheduler, crawler = create_scheduler(settings, jobdir=jobdir)
+    assert len(scheduler) == 4
+    request = scheduler.next_request()  # its third page: its budget
+    crawler.signals.send_catch_log(
+        host_measured, host="a.example", observation=OBSERVATION, request=request
+    )
+    assert scheduler.next_request() is None and len(scheduler) == 0
+    assert crawler.stats.get_value("twolevel/hosts_at_budget") == 1
+    scheduler.close("finished")
+
+    scheduler, crawler = create_scheduler(settings, jobdir=jobdir)  # nothing comes back
+    assert len(scheduler) == 0
+    assert scheduler.enqueue_request(Request("http://a.example/late")) is False
+    scheduler.close("finished")

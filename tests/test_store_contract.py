@@ -295,3 +295,24 @@ def test_head_sum_stays_exact_as_the_head_size_changes_after_every_response(tmp_
         assert q.head_sum() == pytest.approx(sum(max(x, 0) for x, _ in best), abs=1e-6)
     if store is not None:
         store.close()
+
+
+def test_pages_given_survive_reopen_and_older_files_gain_the_table(tmp_path):
+    path = tmp_path / "f.sqlite3"
+    store = SqliteStore(path)
+    store.record_pages("a.example", 2)
+    store.record_pages("a.example", 3)  # the latest count replaces the last
+    store.record_pages("b.example", 1)
+    store.commit()
+    store.close()
+    store = SqliteStore(path)
+    assert dict(store.pages()) == {"a.example": 3, "b.example": 1}
+    store.db.execute("DROP TABLE pages")  # a format-4 file from before the table
+    store.commit()
+    store.close()
+    store = SqliteStore(path)
+    assert dict(store.pages()) == {}
+    store.record_pages("c.example", 4)
+    store.commit()
+    store.close()
+    assert dict(SqliteStore(path).pages()) == {"c.example": 4}

@@ -81,6 +81,7 @@ class TwoLevelFrontier:
         min_gap: float = 0.0,
         jitter: Callable[[], float] | None = None,
         budget: Callable[[str], int | None] | None = None,
+        on_page: Callable[[str, int], None] | None = None,
     ) -> None:
         """``max_open_hosts=None`` opens as many hosts as have URLs (the downloader limits).
 
@@ -92,7 +93,9 @@ class TwoLevelFrontier:
         ``on_give_up(host_key, dropped, why)`` is called once per host given up (``why``:
         ``GIVEN_UP_FAILING`` or ``GIVEN_UP_BUDGET``), and
         ``on_dropped(item)`` for each queued item it drops (the distributed mode keeps a
-        copy of every queued request in Redis, which must go too).
+        copy of every queued request in Redis, which must go too). ``on_page(host_key,
+        fetched)`` is called after each page of a host that has a budget, so a store can
+        keep the count (:meth:`restore_pages` gives it back).
         """
         if max_open_hosts is not None and max_open_hosts < 1:
             raise ValueError(f"max_open_hosts must be >= 1 or None, got {max_open_hosts}")
@@ -111,6 +114,7 @@ class TwoLevelFrontier:
         self._clock = clock
         self.min_gap = min_gap
         self._budget = budget
+        self._on_page = on_page
         self._jitter = jitter if jitter is not None else random.Random().random
         self._on_session_end = on_session_end
         self._hosts: dict[str, Host] = {}
@@ -286,8 +290,11 @@ class TwoLevelFrontier:
         host.refused_in_a_row = 0
         host.session_ok = True
         host.fetched += 1
-        if host.budget is not None and host.fetched >= host.budget and not host.given_up:
-            self._give_up(host, GIVEN_UP_BUDGET)
+        if host.budget is not None:
+            if self._on_page is not None:
+                self._on_page(host_key, host.fetched)
+            if host.fetched >= host.budget and not host.given_up:
+                self._give_up(host, GIVEN_UP_BUDGET)
         self.estimates_changed(host)
         # The gap counts from when the request really went out: the downloader may have
         # held it after the frontier handed it out (robots.txt first, DOWNLOAD_DELAY).
@@ -415,6 +422,16 @@ class TwoLevelFrontier:
             if key != PLAIN_LANE:
                 self._rank(self.host(key))
         self._pending = len(self._plain) + sum(len(h.queue) for h in self._hosts.values())
+
+    def restore_pages(self, host_key: str, fetched: int) -> None:
+        """The host gave ``fetched`` pages before this run (a resumed crawl): they count
+        toward its budget, and a host that had its budget is given up again (its queued
+        URLs dropped). Call after :meth:`restore`."""
+        host = self.host(host_key)
+        host.fetched = max(host.fetched, fetched)
+        if host.budget is not None and host.fetched >= host.budget and not host.given_up:
+            self._unrank(host)
+            self._give_up(host, GIVEN_UP_BUDGET)
 
     def estimates_changed(self, host: Host) -> None:
         """Re-size the host's session head and re-rank it after its estimate changed."""

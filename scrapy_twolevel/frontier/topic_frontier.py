@@ -357,6 +357,10 @@ class TopicFrontier:
         for frontier in self.frontiers.values():
             frontier.set_min_gap(host, seconds)
 
+    def restore_pages(self, lane: str, fetched: int) -> None:
+        topic, host = split_lane(lane)
+        self.frontiers[topic].restore_pages(host, fetched)
+
     def hold(self, host: str, seconds: float) -> None:
         """The server's wait holds in every topic."""
         for frontier in self.frontiers.values():

@@ -24,7 +24,10 @@ if TYPE_CHECKING:
     from .seed_planner import SeedPlanner
 
 #: Builds the frontier over a queue factory (``(lane, by_quality) -> queue``).
-FrontierMaker = Callable[[Any], "Frontier"]
+#: ``make_frontier(queue_factory, on_page=None)``: the frontier over a backend's queues;
+#: ``on_page(lane, fetched)`` keeps the pages of hosts with a budget (see
+#: :class:`~scrapy_twolevel.frontier.TwoLevelFrontier`).
+FrontierMaker = Callable[..., "Frontier"]
 
 
 class Backend(Protocol):

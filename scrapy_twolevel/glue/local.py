@@ -199,10 +199,12 @@ class JobdirBackend(MemoryBackend):
             )
         if self._topics is not None:
             self._topics.load(self.statedir / "topics.json")
-        self.frontier = frontier = make_frontier(store.queue)
+        self.frontier = frontier = make_frontier(store.queue, on_page=store.record_pages)
         for key, estimate in estimates.items():
             frontier.set_estimate(key, estimate)
         frontier.restore((key for key, _ in store.stored_hosts()), store.max_seq())
+        for lane, fetched in store.pages():
+            frontier.restore_pages(lane, fetched)
         return frontier
 
     def start(self) -> Any:

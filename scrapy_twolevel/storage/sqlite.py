@@ -84,6 +84,9 @@ CREATE TABLE IF NOT EXISTS requests (
 CREATE INDEX IF NOT EXISTS requests_order ON requests (host, negq);
 CREATE TABLE IF NOT EXISTS seen (key BLOB PRIMARY KEY) WITHOUT ROWID;
 """
+#: Added to format 4 in place (a file without it gains it on open): the pages each host
+#: with a budget has given, so a resumed crawl does not give it its whole budget again.
+_PAGES = "CREATE TABLE IF NOT EXISTS pages (host INTEGER PRIMARY KEY, fetched INTEGER NOT NULL)"
 #: Prefix of the meta rows that say how the seen keys were made.
 _SEEN_PREFIX = "seen:"
 
@@ -148,6 +151,7 @@ class SqliteStore:
                     "INSERT INTO meta VALUES (?, ?)",
                     [(_SHAPE_PREFIX + key, value) for key, value in shape.items()],
                 )
+            self.db.execute(_PAGES)
         except sqlite3.DatabaseError as exc:
             self.db.close()
             raise _not_ours(self.path, exc) from exc
@@ -292,6 +296,19 @@ class SqliteStore:
         rows = self.db.execute("SELECT host, COUNT(*) FROM requests WHERE host > 0 GROUP BY host")
         for hid, count in rows:
             yield keys[hid], count
+
+    def record_pages(self, host_key: str, fetched: int) -> None:
+        """``host_key`` has given ``fetched`` pages (kept for hosts with a budget)."""
+        self.write(
+            "INSERT OR REPLACE INTO pages (host, fetched) VALUES (?, ?)",
+            (self.host_id(host_key), fetched),
+        )
+
+    def pages(self) -> Iterator[tuple[str, int]]:
+        """``(host key, pages given)`` as :meth:`record_pages` last recorded them."""
+        keys = {hid: key for key, hid in self._host_ids.items()}
+        for hid, fetched in self.db.execute("SELECT host, fetched FROM pages"):
+            yield keys[hid], int(fetched)
 
     def max_seq(self) -> int:
         row = self.db.execute("SELECT MAX(seq) FROM requests").fetchone()
