@@ -30,7 +30,15 @@ def free_port():
 
 
 def crawl_process(
-    tmp_path, web, settings, *, port=0, interrupt_after=None, extra_seeds=(), timeout=120
+    tmp_path,
+    web,
+    settings,
+    *,
+    port=0,
+    interrupt_after=None,
+    extra_seeds=(),
+    timeout=120,
+    spider=None,
 ):
     """Run ``python -m scrapy_twolevel.testweb crawl`` on ``web``; return (process, output).
 
@@ -41,6 +49,8 @@ def crawl_process(
     out = tmp_path / f"result-{os.urandom(4).hex()}.json"
     cmd = [sys.executable, "-m", "scrapy_twolevel.testweb", "crawl", "--web", str(web_file)]
     cmd += ["--output", str(out), "--port", str(port)]
+    if spider is not None:
+        cmd += ["--spider", spider]
     if interrupt_after is not None:
         cmd += ["--interrupt-after", str(interrupt_after)]
     for url in extra_seeds:
@@ -480,3 +490,39 @@ class EngineStatusProbe:
         if self.responses == 5:
             for check, value in get_engine_status(self.crawler.engine):
                 self.crawler.stats.set_value(f"est/{check}", str(value))
+
+
+class HeaderFingerprinter:
+    """A project's ``RequestFingerprinter`` subclass: one page per ``Accept-Language``."""
+
+    def __new__(cls, crawler=None):
+        from scrapy.utils.request import RequestFingerprinter
+
+        class _Fingerprinter(RequestFingerprinter):
+            def fingerprint(self, request):
+                lang = request.headers.get("Accept-Language", b"")
+                return super().fingerprint(request) + lang
+
+        return _Fingerprinter(crawler)
+
+
+class TwoLanguages:
+    """Spider middleware: each request a callback yields is yielded twice, once per
+    ``Accept-Language`` (en, de), both with ``dont_filter`` left off: a fingerprinter that
+    counts the header must let both through (``count/languages`` counts the copies)."""
+
+    def __init__(self, stats):
+        self.stats = stats
+
+    @classmethod
+    def from_crawler(cls, crawler):
+        return cls(crawler.stats)
+
+    async def process_spider_output(self, response, result):
+        async for item in result:
+            if hasattr(item, "dont_filter") and b"Accept-Language" not in item.headers:
+                for lang in ("en", "de"):
+                    self.stats.inc_value("count/languages")
+                    yield item.replace(headers={"Accept-Language": lang})
+            else:
+                yield item

@@ -4,7 +4,9 @@ Each scenario is a real ``scrapy crawl`` of the test web (a subprocess, real soc
 the add-on, and asserts what a user relies on: every page once, at most one request in
 flight per host *as the server counts them* (robots.txt and media downloads included), and
 no ERROR line. Where the comparison means something, the same crawl runs on Scrapy's
-stock components too.
+stock components too. ``dont_filter`` links are covered by ``test_duplicate_links.py``,
+JOBDIR kill and resume by ``test_crash.py``, Crawl-delay and 429s by
+``test_politeness_crawl.py``.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import json
 import re
 
 import pytest
-from crawl_helpers import crawl_process
+from crawl_helpers import crawl_process, free_port
 
 from scrapy_twolevel.testweb import HostProfile, generate_web
 from scrapy_twolevel.testweb.spider import CrawlResult
@@ -27,11 +29,11 @@ def web_of(n_hosts=4, pages=6, **limits):
     return generate_web(n_hosts, pages, seed=5, host_profiles=[profile] * n_hosts)
 
 
-def run(tmp_path, web, settings, *, scrapys_errors=""):
+def run(tmp_path, web, settings, *, scrapys_errors="", **kwargs):
     """The crawl's result; it must end normally and log no ERROR line but those that
     Scrapy's own components log for the scenario (``scrapys_errors``, a regex that each
     such line matches), as they do with the stock scheduler."""
-    proc, out = crawl_process(tmp_path, web, settings)
+    proc, out = crawl_process(tmp_path, web, settings, **kwargs)
     assert proc.returncode == 0, proc.stderr[-3000:]
     errors = [line for line in proc.stderr.splitlines() if " ERROR: " in line]
     assert [e for e in errors if not (scrapys_errors and re.search(scrapys_errors, e))] == []
@@ -131,3 +133,111 @@ def test_scrapys_engine_status_shows_the_frontier(tmp_path, jobdir):
         int(status["len(engine.scheduler.dqs or [])"]),
     )
     assert (memory > 0, disk > 0) == ((False, True) if jobdir else (True, False))
+
+
+def assert_pages_once(web, result, per_page=1):
+    assert result.server.fetch_counts() == {page: per_page for page in web.reachable()}
+    in_flight = result.server.max_concurrent_requests_per_host()
+    assert max(in_flight.values()) == 1, in_flight
+
+
+@pytest.mark.parametrize(
+    "spider", ["conformance_spiders.RulesSpider", "conformance_spiders.SitemapsSpider"]
+)
+def test_crawl_spider_rules_and_sitemap_spider(tmp_path, spider):
+    """Fetched as stock Scrapy fetches them (a seed linked back from a page is fetched
+    twice by both: Scrapy's start requests are ``dont_filter``), and politely."""
+    web = web_of()
+    results = {}
+    for name, settings in (("stock", {}), ("addon", ADDON)):
+        settings = {**settings, "ROBOTSTXT_OBEY": True}
+        proc, out = crawl_process(tmp_path, web, settings, spider=spider)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        assert " ERROR: " not in proc.stderr, proc.stderr[-3000:]
+        results[name] = CrawlResult.from_dict(json.loads(out.read_text()))
+    stock, addon = results["stock"], results["addon"]
+    assert set(addon.server.fetch_counts()) == set(web.reachable())
+    assert addon.server.fetch_counts() == stock.server.fetch_counts()
+    assert len(addon.items) == len(stock.items)
+    assert max(addon.server.max_concurrent_requests_per_host().values()) == 1
+
+
+def test_children_built_with_meta_response_meta(tmp_path):
+    """Every child carries its parent's meta (and whatever the add-on wrote into it)."""
+    web = web_of(n_hosts=4, pages=8)
+    proc, out = crawl_process(tmp_path, web, ADDON, spider="conformance_spiders.MetaCopySpider")
+    assert proc.returncode == 0 and " ERROR: " not in proc.stderr, proc.stderr[-3000:]
+    result = CrawlResult.from_dict(json.loads(out.read_text()))
+    assert_pages_once(web, result)
+    assert result.crawl_stats["finish_reason"] == "finished"
+
+
+def test_errbacks_get_every_failure_and_the_host_is_not_given_up(tmp_path):
+    web = web_of(n_hosts=4, pages=5)
+    proc, out = crawl_process(tmp_path, web, ADDON, spider="conformance_spiders.ErrbackSpider")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = CrawlResult.from_dict(json.loads(out.read_text()))
+    failed = [i["failed"] for i in result.items if "failed" in i]
+    assert len(failed) == len(web.seeds) and all(u.endswith("/_broken") for u in failed)
+    assert_pages_once(web, result)
+    # RetryMiddleware's ERROR per broken URL is Scrapy's own; nothing else.
+    errors = [line for line in proc.stderr.splitlines() if " ERROR: " in line]
+    assert all("Gave up retrying" in e and "/_broken" in e for e in errors), errors
+
+
+def test_close_spider_page_count_ends_the_crawl_cleanly(tmp_path):
+    web = web_of(n_hosts=4, pages=10)
+    result = run(tmp_path, web, {**ADDON, "CLOSESPIDER_PAGECOUNT": 12})
+    stats = result.crawl_stats
+    assert stats["finish_reason"] == "closespider_pagecount"
+    assert 12 <= stats["response_received_count"] < len(web.reachable())
+    assert set(result.server.fetch_counts().values()) == {1}
+    assert max(result.server.max_concurrent_requests_per_host().values()) == 1
+
+
+def test_http_cache_answers_teach_no_estimate_and_lose_no_page(tmp_path):
+    """The second crawl is answered from the cache: no request reaches the server, no
+    response is measured (a cached response took no server time), every page comes."""
+    web = web_of(n_hosts=3, pages=5)
+    settings = {
+        **ADDON,
+        "HTTPCACHE_ENABLED": True,
+        "HTTPCACHE_DIR": str(tmp_path / "cache"),
+        "HTTPCACHE_IGNORE_MISSING": False,
+    }
+    port = free_port()  # the same URLs both times
+    first = run(tmp_path, web, settings, port=port)
+    assert_pages_once(web, first)
+    second = run(tmp_path, web, settings, port=port)
+    stats = second.crawl_stats
+    assert second.server.total.requests_total == 0
+    assert stats["httpcache/hit"] == len(web.reachable())
+    assert stats.get("twolevel/metrics/responses", 0) == 0
+    assert len(second.items) == len(web.reachable())
+
+
+def test_autothrottle_and_download_slots(tmp_path):
+    web = web_of(n_hosts=4, pages=6)
+    slots = {web.hosts[0].address: {"concurrency": 1, "delay": 0.05}}
+    settings = {**ADDON, "AUTOTHROTTLE_ENABLED": True, "DOWNLOAD_SLOTS": slots}
+    result = run(tmp_path, web, settings)
+    assert_complete_and_polite(web, result)
+
+
+def test_a_fingerprinter_subclass_that_counts_a_header(tmp_path):
+    """Both languages of every page are fetched: the URL memo used to drop the second."""
+    web = web_of(n_hosts=3, pages=4)
+    settings = {
+        **ADDON,
+        "REQUEST_FINGERPRINTER_CLASS": "crawl_helpers.HeaderFingerprinter",
+        "SPIDER_MIDDLEWARES": {"crawl_helpers.TwoLanguages": 930},
+    }
+    result = run(tmp_path, web, settings)
+    counts = result.server.fetch_counts()
+    # Start requests have no language: a seed is fetched once, and twice more if linked.
+    seeds = set(web.seeds)
+    assert {p: counts.get(p) for p in web.reachable() - seeds} == {
+        p: 2 for p in web.reachable() - seeds
+    }
+    assert {counts[p] for p in seeds} <= {1, 3}
+    assert max(result.server.max_concurrent_requests_per_host().values()) == 1

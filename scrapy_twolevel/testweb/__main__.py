@@ -91,11 +91,14 @@ def _serve_news(args: argparse.Namespace) -> int:
 
 
 def _crawl(args: argparse.Namespace) -> int:
+    from scrapy.utils.misc import load_object
+
     from .spider import run_crawl
 
     result = run_crawl(
         _web_from_args(args),
         dict(args.set),
+        spider_cls=load_object(args.spider),
         delay_scale=args.delay_scale,
         port=args.port,
         interrupt_after=args.interrupt_after,
@@ -221,6 +224,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     crawl.add_argument(
         "--output", metavar="PATH", help="write the CrawlResult as JSON to PATH, atomically"
+    )
+    crawl.add_argument(
+        "--spider",
+        metavar="PATH",
+        default="scrapy_twolevel.testweb.spider.TestWebSpider",
+        help="import path of the spider class (default: the test web's own spider)",
     )
     crawl.add_argument(
         "--extra-seed",

@@ -37,6 +37,7 @@ from .web import (
     BROKEN_PATH,
     CONTROL_ADDRESS,
     FILES_PREFIX,
+    SITEMAP_PATH,
     SLOW_BODY_PATH,
     SLOW_BODY_SECONDS,
     UNAVAILABLE_PATH,
@@ -395,6 +396,11 @@ class TestWebServer:
         """Absolute URLs of the web's seed pages."""
         return [self.url(s) for s in self.web.seeds]
 
+    @property
+    def sitemap_urls(self) -> list[str]:
+        """The sitemap URL of every host (its first name)."""
+        return [f"http://{h.names[0]}:{self._port}{SITEMAP_PATH}" for h in self.web.hosts]
+
     def url(self, page_id: int) -> str:
         """Absolute URL of a page on this running server."""
         if not self._port:
@@ -476,6 +482,8 @@ class TestWebServer:
             return _Answer(503, "text/plain", b"unavailable\n")
         if request.path == "/robots.txt":
             return self._robots(host)
+        if request.path == SITEMAP_PATH:
+            return _Answer(200, "application/xml", self._sitemap(host))
         if request.path.startswith(FILES_PREFIX):
             return _Answer(200, "application/octet-stream", request.path.encode() * 4)
         if host.min_interval:
@@ -490,6 +498,18 @@ class TestWebServer:
             location = self.web.url(page.redirect_to, self._port)
             return _Answer(301, "text/html", body, page.id, (("Location", location),))
         return _Answer(200, "text/html; charset=utf-8", body, page.id)
+
+    def _sitemap(self, host: HostSpec) -> bytes:
+        urls = "".join(
+            f"<url><loc>{self.url(page.id)}</loc></url>"
+            for page in self.web.pages
+            if page.host == host.index and page.redirect_to is None
+        )
+        return (
+            '<?xml version="1.0" encoding="UTF-8"?>'
+            '<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
+            f"{urls}</urlset>"
+        ).encode()
 
     def _robots(self, host: HostSpec) -> _Answer:
         status = host.robots_status

@@ -33,6 +33,8 @@ __all__ = [
 
 #: Setting read by :class:`TestWebSpider` when no ``start_urls`` argument is given.
 SEEDS_SETTING = "TWOLEVEL_TESTWEB_SEEDS"
+#: Setting :func:`run_crawl` sets to every host's sitemap URL (for a ``SitemapSpider``).
+SITEMAPS_SETTING = "TWOLEVEL_TESTWEB_SITEMAPS"
 #: Quality given to seed requests (pages have qualities in (0, 1]).
 SEED_QUALITY = 1.0
 
@@ -200,6 +202,7 @@ def run_crawl(
 
     crawler = process.create_crawler(spider_cls)
     crawler.settings.set(SEEDS_SETTING, [*server.seeds_urls, *extra_seeds], priority="cmdline")
+    crawler.settings.set(SITEMAPS_SETTING, server.sitemap_urls, priority="cmdline")
     items: list[dict[str, Any]] = []
 
     def on_item(item: Any) -> None:

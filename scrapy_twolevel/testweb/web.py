@@ -61,6 +61,8 @@ UNAVAILABLE_PATH = "/_unavailable"
 #: Paths on any host under this prefix are files (``/_files/<name>``): 200, a few bytes of
 #: ``application/octet-stream``, no links; what a Files or Images pipeline downloads.
 FILES_PREFIX = "/_files/"
+#: A path on any host: a sitemap (sitemaps.org XML) listing every page of the host.
+SITEMAP_PATH = "/sitemap.xml"
 #: What a host's robots.txt may answer (``HostLimits.robots_status``).
 ROBOTS_STATUSES = (200, 404, 429, 500, 503)
 
