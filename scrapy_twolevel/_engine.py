@@ -123,6 +123,29 @@ def _server_of(key: Any) -> tuple[bytes, bytes, int] | None:
     return None
 
 
+def handlers_hiding_connections(crawler: Crawler) -> dict[str, str]:
+    """``{scheme: handler path}`` of the HTTP(S) download handlers whose connections
+    :func:`pooled_connections` cannot see: anything but Scrapy's HTTP/1.1 handler (or a
+    subclass), whose Twisted connection pool it reads. A handler that cannot be imported
+    is left to Scrapy to report."""
+    from scrapy.core.downloader.handlers.http11 import HTTP11DownloadHandler
+    from scrapy.utils.misc import load_object
+
+    hidden = {}
+    handlers = crawler.settings.getwithbase("DOWNLOAD_HANDLERS")
+    for scheme in ("http", "https"):
+        path = handlers.get(scheme)
+        if path is None:
+            continue
+        try:
+            cls = load_object(path) if isinstance(path, str) else path
+        except Exception:
+            continue
+        if not (isinstance(cls, type) and issubclass(cls, HTTP11DownloadHandler)):
+            hidden[scheme] = path if isinstance(path, str) else f"{cls.__module__}.{cls.__name__}"
+    return hidden
+
+
 def peek_meta(request: Request) -> Mapping[str, Any]:
     """``request.meta`` if the request has one, else an empty read-only mapping.
 

@@ -27,6 +27,7 @@ those refusals, so they do not use up its attempts. A robots.txt with a ``Crawl-
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from functools import partial
@@ -40,7 +41,13 @@ from twisted.internet import error as net_error
 from twisted.internet.defer import Deferred
 
 from . import meta as meta_keys
-from ._engine import call_later, peek_meta, pooled_connections, wait_for
+from ._engine import (
+    call_later,
+    handlers_hiding_connections,
+    peek_meta,
+    pooled_connections,
+    wait_for,
+)
 from .components import MIDDLEWARE_ROLE
 from .config import TwoLevelConfig
 from .frontier import PLAIN_LANE
@@ -52,6 +59,8 @@ from .glue.intake import make_request_host
 from .glue.politeness import BROKEN, DOWN, SLOW, retry_after_seconds, robots_crawl_delay
 from .glue.preflight import check_job_state, resolve_settings, uses_this_scheduler
 from .signals import host_crawl_delay, host_failed, host_measured, host_refused
+
+logger = logging.getLogger(__name__)
 
 #: Exceptions that mean "the host took too long" rather than "could not connect"
 #: (Scrapy 2.19 wraps download timeouts in its own ``DownloadTimeoutError``).
@@ -197,6 +206,17 @@ class HostMetricsMiddleware:
         )
         if middleware.silent.first:
             crawler.signals.connect(middleware._headers_received, scrapy_signals.headers_received)
+        hidden = handlers_hiding_connections(crawler)
+        crawler.stats.set_value("twolevel/metrics/connections_seen", int(not hidden))
+        if hidden:
+            logger.info(
+                "Download handlers %(handlers)s do not show their connections: host "
+                "estimates use response and connection times and the Connection and "
+                "Keep-Alive headers only; a server that closes connections without saying "
+                "so is taken for one that keeps them (see 'Other download handlers' in "
+                "docs/politeness.rst).",
+                {"handlers": hidden},
+            )
         return middleware
 
     def _host(self, request: Request) -> str | None:

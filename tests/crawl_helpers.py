@@ -526,3 +526,52 @@ class TwoLanguages:
                     yield item.replace(headers={"Accept-Language": lang})
             else:
                 yield item
+
+
+class OpaqueHttpHandler:
+    """A download handler that is not Scrapy's HTTP/1.1 one, as a plug-in's would be: it
+    downloads through one, kept where the metrics middleware cannot see its connections."""
+
+    lazy = False
+
+    def __init__(self, crawler):
+        from scrapy.core.downloader.handlers.http11 import HTTP11DownloadHandler
+        from scrapy.utils.misc import build_from_crawler
+
+        self._hidden = build_from_crawler(HTTP11DownloadHandler, crawler)
+
+    @classmethod
+    def from_crawler(cls, crawler):
+        return cls(crawler)
+
+    async def download_request(self, request, spider=None):
+        return await self._hidden.download_request(request)
+
+    async def close(self):
+        await self._hidden.close()
+
+
+class ThroughLocalProxy:
+    """Downloader middleware (order below HttpProxyMiddleware's 750): starts Twisted's
+    forward proxy on a free loopback port and sends every request through it
+    (``meta["proxy"]``); ``count/proxied`` counts them."""
+
+    def __init__(self, crawler):
+        from twisted.internet import reactor
+        from twisted.web import http, proxy
+
+        class Factory(http.HTTPFactory):
+            def buildProtocol(self, addr):
+                return proxy.Proxy()
+
+        self.stats = crawler.stats
+        self.port = reactor.listenTCP(0, Factory(), interface="127.0.0.1")
+        self.url = f"http://127.0.0.1:{self.port.getHost().port}"
+
+    @classmethod
+    def from_crawler(cls, crawler):
+        return cls(crawler)
+
+    def process_request(self, request, spider=None):
+        request.meta["proxy"] = self.url
+        self.stats.inc_value("count/proxied")

@@ -241,3 +241,32 @@ def test_a_fingerprinter_subclass_that_counts_a_header(tmp_path):
     }
     assert {counts[p] for p in seeds} <= {1, 3}
     assert max(result.server.max_concurrent_requests_per_host().values()) == 1
+
+
+def test_a_custom_download_handler_is_crawled_completely_and_politely(tmp_path):
+    """With a handler whose connections cannot be seen the middleware says so at start-up
+    and estimates from timings and headers; the crawl is the same."""
+    web = web_of(n_hosts=4, pages=6)
+    handler = "crawl_helpers.OpaqueHttpHandler"
+    settings = {**ADDON, "DOWNLOAD_HANDLERS": {"http": handler}, "LOG_LEVEL": "INFO"}
+    result = run(tmp_path, web, settings)
+    assert_complete_and_polite(web, result)
+    stats = result.crawl_stats
+    assert stats["twolevel/metrics/connections_seen"] == 0
+    assert stats["twolevel/metrics/responses"] == len(web.reachable())
+    assert run(tmp_path, web, ADDON).crawl_stats["twolevel/metrics/connections_seen"] == 1
+
+
+def test_through_a_local_proxy(tmp_path):
+    """HttpProxyMiddleware through Twisted's forward proxy: the hosts are still the
+    servers, so the server sees one request at a time per host, every page once."""
+    web = web_of(n_hosts=3, pages=5)
+    settings = {**ADDON, "DOWNLOADER_MIDDLEWARES": {"crawl_helpers.ThroughLocalProxy": 700}}
+    result = run(tmp_path, web, settings)
+    assert_complete_and_polite(web, result)
+    stats = result.crawl_stats
+    assert stats["count/proxied"] == stats["downloader/request_count"]
+    assert stats["twolevel/metrics/responses"] == len(web.reachable())
+    # Twisted's proxy opens a connection per request: the server saw the proxy, not Scrapy.
+    total = result.server.total
+    assert total.connections_total == total.responses_total == len(web.reachable())
