@@ -444,14 +444,17 @@ class DontFilterHomePages:
 class FilesForPages:
     """Spider middleware: each test-web page yields an item whose ``file_urls`` are
     ``FILES_PER_PAGE`` (default 2) files on its host, for the Files pipeline to download
-    (out of band: through ``engine.download_async``, not the scheduler)."""
+    (out of band: through ``engine.download_async``, not the scheduler); with
+    ``FILES_AS_IMAGES``, ``image_urls`` of PNG images for the Images pipeline."""
 
-    def __init__(self, per_page):
+    def __init__(self, per_page, images):
         self.per_page = per_page
+        self.field, self.suffix = ("image_urls", ".png") if images else ("file_urls", ".bin")
 
     @classmethod
     def from_crawler(cls, crawler):
-        return cls(crawler.settings.getint("FILES_PER_PAGE", 2))
+        settings = crawler.settings
+        return cls(settings.getint("FILES_PER_PAGE", 2), settings.getbool("FILES_AS_IMAGES"))
 
     async def process_spider_output(self, response, result):
         from urllib.parse import urlsplit
@@ -464,7 +467,7 @@ class FilesForPages:
             url = urlsplit(response.url)
             name = url.path.strip("/").replace("/", "-") or "index"
             base = f"{url.scheme}://{url.netloc}{FILES_PREFIX}{name}"
-            yield {"file_urls": [f"{base}-{k}.bin" for k in range(self.per_page)]}
+            yield {self.field: [f"{base}-{k}{self.suffix}" for k in range(self.per_page)]}
 
 
 class EngineStatusProbe:

@@ -79,14 +79,21 @@ def test_a_robots_txt_refusal_with_retry_after_holds_the_whole_host(tmp_path, st
     assert result.crawl_stats["twolevel/refusals"] == len(web.hosts)
 
 
-def test_files_pipeline_downloads_are_polite_and_not_pages(tmp_path):
-    """Each page brings two files, downloaded by the Files pipeline outside the scheduler:
-    never in flight beside the host's next page, and never counted toward its budget."""
+@pytest.mark.parametrize("pipeline", ["files", "images"])
+def test_media_pipeline_downloads_are_polite_and_not_pages(tmp_path, pipeline):
+    """Each page brings two files (or images), downloaded by the pipeline outside the
+    scheduler: never in flight beside the host's next page, and never counted toward its
+    budget."""
     web = web_of(n_hosts=3, pages=5)
+    images = pipeline == "images"
     settings = {
         **ADDON,
-        "ITEM_PIPELINES": {"scrapy.pipelines.files.FilesPipeline": 1},
+        "ITEM_PIPELINES": {
+            f"scrapy.pipelines.{pipeline}.{'Images' if images else 'Files'}Pipeline": 1
+        },
         "FILES_STORE": str(tmp_path / "files"),
+        "IMAGES_STORE": str(tmp_path / "images"),
+        "FILES_AS_IMAGES": images,
         "SPIDER_MIDDLEWARES": {"crawl_helpers.FilesForPages": 800},
         "TWOLEVEL_HOST_BUDGET": 5,  # the pages of a host, and not one more
     }
@@ -101,8 +108,11 @@ def test_files_pipeline_downloads_are_polite_and_not_pages(tmp_path):
     assert len(files) == 2 * len(web.reachable()) and set(files.values()) == {1}
     stats = result.crawl_stats
     assert stats["file_count"] == 2 * len(web.reachable())
+    assert stats["file_status_count/downloaded"] == 2 * len(web.reachable())
     # Files counted as pages gave up each host after its first page and two files.
     assert stats.get("twolevel/dropped/budget", 0) == 0
+    stored = [p for p in (tmp_path / pipeline).rglob("*") if p.is_file()]
+    assert len(stored) == 2 * len(web.reachable())
 
 
 def test_topics_with_robots_txt_log_no_error(tmp_path):

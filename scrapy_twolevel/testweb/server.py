@@ -20,9 +20,12 @@ from __future__ import annotations
 import json
 import math
 import socket
+import struct
 import time
+import zlib
 from collections import deque
 from collections.abc import Callable
+from functools import lru_cache
 from html import escape
 from typing import Any, NamedTuple
 
@@ -74,6 +77,24 @@ _REASONS = {
     500: "Internal Server Error",
     503: "Service Unavailable",
 }
+
+
+@lru_cache(maxsize=1)
+def _png() -> bytes:
+    """A valid 2x2 RGB PNG, for the Images pipeline (which decodes what it downloads)."""
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        crc = zlib.crc32(kind + data) & 0xFFFFFFFF
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", crc)
+
+    rows = b"\x00" + b"\xff\x00\x00" * 2 + b"\x00" + b"\x00\xff\x00" * 2
+    header = struct.pack(">IIBBBBB", 2, 2, 8, 2, 0, 0, 0)
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", header)
+        + chunk(b"IDAT", zlib.compress(rows))
+        + chunk(b"IEND", b"")
+    )
 
 
 def render_page(web: WebSpec, page_id: int, port: int) -> bytes:
@@ -485,6 +506,8 @@ class TestWebServer:
         if request.path == SITEMAP_PATH:
             return _Answer(200, "application/xml", self._sitemap(host))
         if request.path.startswith(FILES_PREFIX):
+            if request.path.endswith(".png"):
+                return _Answer(200, "image/png", _png())
             return _Answer(200, "application/octet-stream", request.path.encode() * 4)
         if host.min_interval:
             refusal = self._refusal(host)

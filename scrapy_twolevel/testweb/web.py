@@ -59,7 +59,8 @@ SLOW_BODY_SECONDS = 1.5
 #: looks like a rate limit's refusal.
 UNAVAILABLE_PATH = "/_unavailable"
 #: Paths on any host under this prefix are files (``/_files/<name>``): 200, a few bytes of
-#: ``application/octet-stream``, no links; what a Files or Images pipeline downloads.
+#: ``application/octet-stream`` (a 2x2 PNG for a name ending ``.png``), no links; what a
+#: Files or Images pipeline downloads.
 FILES_PREFIX = "/_files/"
 #: A path on any host: a sitemap (sitemaps.org XML) listing every page of the host.
 SITEMAP_PATH = "/sitemap.xml"
