@@ -39,7 +39,10 @@ def host_in(bucket: int) -> str:
 class Parts:
     """A cluster and the parts it was handed."""
 
-    def __init__(self, redis_url: str, crawl_id: str, node_id: str) -> None:
+    def __init__(
+        self, redis_url: str, crawl_id: str, node_id: str, budget: int | None = None
+    ) -> None:
+        """``budget``: every host's page budget (``TWOLEVEL_HOST_BUDGET``)."""
         crawler = get_crawler(UnitSpider)
         self.spider = UnitSpider()
         self.stats = crawler.stats
@@ -75,8 +78,15 @@ class Parts:
             wake=self.wake,
         )
         self.frontier = self.intake.frontier = self.cluster.open(
-            lambda queues: TwoLevelFrontier(
-                BreadthFirst(), CostParams(), None, queue_factory=queues
+            lambda queues, on_page=None: TwoLevelFrontier(
+                BreadthFirst(),
+                CostParams(),
+                None,
+                queue_factory=queues,
+                on_give_up=self.reporter.host_given_up,
+                on_dropped=self.cluster.dropped,  # as the scheduler wires it
+                budget=None if budget is None else lambda host: budget,
+                on_page=on_page,
             )
         )
 
@@ -96,6 +106,30 @@ class Parts:
     def finish(self, request: Request) -> None:
         """Its outcome is known (no engine here: then it is done too)."""
         self.frontier.done(self.inflight.outcome(request))
+
+    def fetch(self, request: Request) -> None:
+        """Its response came (a page of its host, as the metrics middleware reports it),
+        and the engine is done with it."""
+        lane = self.inflight.outcome(request)
+        self.frontier.observe(
+            lane, latency=0.01, new_connection=False, served_on_connection=2, closed_by_server=False
+        )
+        self.frontier.done(lane)
+
+    def crawl(self, most: int = 100) -> list[str]:
+        """Hand out and fetch what the frontier gives, up to ``most``; the URLs."""
+        urls = []
+        while len(urls) < most and len(self.frontier):
+            popped = self.frontier.pop()
+            if popped is None:
+                break
+            request = self.cluster.unpack(*popped)
+            if request is None:
+                continue
+            self.inflight.handed_out(request, popped[0])
+            self.fetch(request)
+            urls.append(request.url)
+        return urls
 
 
 def pending(client, crawl_id: str) -> dict[int, int]:
@@ -379,3 +413,90 @@ def test_a_dont_filter_request_for_a_seen_url_adds_no_seen_key(redis_crawl, redi
         assert client.strlen(seen_key) == 2 * 16  # the two URLs' keys, once each
 
     yield joined_node(redis_url, crawl_id, body)
+
+
+def pages_given(client, crawl_id: str, bucket: int) -> dict[str, int]:
+    raw = client.hgetall(f"twolevel:{crawl_id}:pages:{bucket}")
+    return {host.decode(): int(n) for host, n in raw.items()}
+
+
+@pytest_twisted.inlineCallbacks
+def test_a_hosts_budget_moves_with_its_bucket(redis_crawl, redis_url):
+    """``Host.fetched`` lived in the node's memory only: a bucket's next holder (here after
+    the only node left, and another joined) gave every host of it its whole budget again.
+    Budget 3: a host that gave one page gives two more, one that had its budget none."""
+    client, crawl_id = redis_crawl
+    spent, fresh = host_in(0), host_in(1)
+    first = Parts(redis_url, crawl_id, "n1", budget=3)
+    try:
+        first.cluster.join()
+        for i in range(4):
+            assert first.enqueue(f"http://{spent}/{i}")
+        assert len(first.crawl()) == 3  # its budget: the fourth URL is dropped
+        for i in range(5):
+            assert first.enqueue(f"http://{fresh}/{i}")
+        assert len(first.crawl(most=1)) == 1
+        yield first.cluster.tick()
+        assert pages_given(client, crawl_id, 0) == {spent: 3}
+        assert pages_given(client, crawl_id, 1) == {fresh: 1}
+        assert pending(client, crawl_id) == {0: 0, 1: 4, 2: 0, 3: 0}
+    finally:
+        yield first.cluster.leave()
+        yield first.cluster.close("finished")
+
+    second = Parts(redis_url, crawl_id, "n2", budget=3)
+    try:
+        second.cluster.join()  # takes every bucket, with fresh's four requests
+        assert second.cluster.counts["pages_restored"] == 2
+        assert [url.rsplit("/", 1)[1] for url in second.crawl()] == ["1", "2"]  # B - k
+        assert len(second.frontier) == 0
+        assert not second.enqueue(f"http://{spent}/new")  # had its budget: not again
+        assert not second.enqueue(f"http://{fresh}/new")  # has it now
+        yield second.cluster.tick()
+        assert pending(client, crawl_id) == {0: 0, 1: 0, 2: 0, 3: 0}  # dropped copies too
+        assert pages_given(client, crawl_id, 1) == {fresh: 3}
+        assert second.stats.get_value("twolevel/hosts_at_budget") == 2
+    finally:
+        yield second.cluster.leave()
+        yield second.cluster.close("finished")
+
+
+@pytest_twisted.inlineCallbacks
+def test_a_host_at_budget_while_its_bucket_drains_is_given_up_by_the_next_holder(
+    redis_crawl, redis_url
+):
+    """The page that uses up the budget ends while the bucket is handed over: the old
+    holder's queued copies are stale then and stay in Redis. The new holder gets the
+    count with the bucket, gives the host up before queueing its requests, and removes
+    their copies from Redis (as for any drop)."""
+    client, crawl_id = redis_crawl
+    first = Parts(redis_url, crawl_id, "n1", budget=3)
+    second = Parts(redis_url, crawl_id, "n2", budget=3)
+    try:
+        first.cluster.join()
+        second.cluster.join()  # the table gives n2 half the buckets; n1 still holds them
+        moving = sorted(second.cluster._owned)[0]
+        host = host_in(moving)
+        for i in range(5):
+            assert first.enqueue(f"http://{host}/{i}")
+        assert len(first.crawl(most=2)) == 2
+        last = first.hand_out()  # its third page, in flight as the bucket moves
+        yield first.cluster.tick()  # n1 sees the new table: the bucket drains
+        yield second.cluster.tick()
+        assert moving not in second.cluster._held  # not released yet
+        first.fetch(last)  # the budget: the two queued here are stale, kept in Redis
+        yield first.cluster.tick()  # the count and the lease go out, then the release
+        assert pages_given(client, crawl_id, moving) == {host: 3}
+        assert client.hlen(f"twolevel:{crawl_id}:q:{moving}") == 2
+        yield second.cluster.tick()
+        assert moving in second.cluster._held
+        assert len(second.frontier) == 0 and second.frontier.pop() is None
+        assert second.frontier.host(host).given_up
+        assert not second.enqueue(f"http://{host}/new")
+        yield second.cluster.tick()
+        assert client.hlen(f"twolevel:{crawl_id}:q:{moving}") == 0
+        assert second.stats.get_value("twolevel/dropped/budget") == 3  # two loaded, one new
+    finally:
+        for parts in (first, second):
+            yield parts.cluster.leave()
+            yield parts.cluster.close("finished")

@@ -521,3 +521,37 @@ def test_a_store_with_an_empty_key_appends_nothing(redis_crawl):
     assert result.stored == 1
     assert client.strlen(f"twolevel:{crawl_id}:seen:0") == 16
     assert set(pending(client, crawl_id, 0)) == {"e1", "e2"}
+
+
+def test_page_counts_are_committed_by_the_holder_and_move_with_their_bucket(redis_crawl):
+    """``pages:<bucket>``: host -> pages given, for budgeted hosts; written by the holder
+    only, read by the bucket's next holder with its seen keys (even a bucket that has
+    none), deleted with the crawl."""
+    client, crawl_id = redis_crawl
+    a = node(client, crawl_id, "a")
+    a.sync(Batch())
+    b = node(client, crawl_id, "b")
+    one, two = moved = sorted(b.registry.owned())  # a still holds them until it releases
+    h1, h2 = host_in(one), host_in(two)
+    result = a.sync(Batch(stores=[(one, "e1", b"r1", key(1))], pages={(one, h1): 2}))
+    assert result.refused == 0
+    a.sync(Batch(pages={(one, h1): 3, (two, h2): 1}))  # the latest count; two has no seen key
+    assert client.hgetall(f"twolevel:{crawl_id}:pages:{one}") == {h1.encode(): b"3"}
+    # A batch that failed and is sent again in front of a later one keeps the larger counts.
+    later = Batch(pages={(one, h1): 4})
+    later.prepend(Batch(pages={(one, h1): 3, (two, h2): 2}))
+    assert later.pages == {(one, h1): 4, (two, h2): 2}
+    a.sync(Batch(release=moved))
+    taken = b.sync(Batch())
+    assert sorted(taken.acquired) == moved
+    assert taken.pages == {one: {h1: 3}, two: {h2: 1}}
+    assert taken.acquired[one] == ([("e1", b"r1")], [key(1)])
+    assert taken.acquired[two] == ([], [])
+    # a no longer holds them: its counts for them are refused.
+    late = a.sync(Batch(pages={(one, "late.test"): 9, (two, "late.test"): 9}))
+    assert late.refused == 2
+    assert not client.hexists(f"twolevel:{crawl_id}:pages:{one}", "late.test")
+    b.leave()
+    a.leave()
+    clear_crawl(client, crawl_id)  # `scrapy twolevel reset`: the counts go with the rest
+    assert not list(client.scan_iter(f"twolevel:{crawl_id}:pages:*"))

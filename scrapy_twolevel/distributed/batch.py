@@ -36,6 +36,9 @@ class Batch:
     acks: list[bytes] = field(default_factory=list)
     #: ``(bucket, entry id)`` of finished requests: their leases.
     dones: list[tuple[int, str]] = field(default_factory=list)
+    #: ``(bucket, host key) -> pages given`` of hosts with a page budget (the latest
+    #: count), kept in ``pages:<bucket>`` so the bucket's next holder counts them too.
+    pages: dict[tuple[int, str], int] = field(default_factory=dict)
     #: Held buckets this node no longer owns and has drained.
     release: list[int] = field(default_factory=list)
     #: Recrawl history records and seed plans (:mod:`.history`), with ``TWOLEVEL_RECRAWL``.
@@ -45,7 +48,13 @@ class Batch:
 
     def __bool__(self) -> bool:
         return bool(
-            self.stores or self.routes or self.acks or self.dones or self.release or self.history
+            self.stores
+            or self.routes
+            or self.acks
+            or self.dones
+            or self.pages
+            or self.release
+            or self.history
         )
 
     def prepend(self, earlier: Batch) -> None:
@@ -53,6 +62,8 @@ class Batch:
         self.stores[:0], self.routes[:0] = earlier.stores, earlier.routes
         self.acks[:0], self.dones[:0] = earlier.acks, earlier.dones
         self.release[:0] = earlier.release
+        for key, fetched in earlier.pages.items():  # counts only grow: keep the larger
+            self.pages[key] = max(fetched, self.pages.get(key, 0))
         self.history.prepend(earlier.history)
 
 
@@ -66,6 +77,9 @@ class SyncResult:
     acquired: dict[int, tuple[list[tuple[str, bytes]], list[bytes]]] = field(default_factory=dict)
     #: The stored seed plans (``HGETALL plans:<bucket>``) of the buckets taken that have any.
     plans: dict[int, dict[bytes, bytes]] = field(default_factory=dict)
+    #: The pages each budgeted host gave (``HGETALL pages:<bucket>``), of the buckets taken
+    #: that have any: ``bucket -> {host key: pages}``.
+    pages: dict[int, dict[str, int]] = field(default_factory=dict)
     released: list[int] = field(default_factory=list)
     received: list[Entry] = field(default_factory=list)
     stored: int = 0

@@ -14,6 +14,8 @@ Keys, under ``twolevel:<crawl id>:`` (the registry's own keys in :mod:`.registry
   are stored. A node that dies leaves its leases here, and the bucket's next holder
   fetches them again (at least once, never lost).
 - ``seen:<bucket>``: the bucket's seen keys, packed (:mod:`.seen_log`).
+- ``pages:<bucket>``: a hash, host key -> pages it has given (plain integers), for the
+  hosts of the bucket that have a page budget: a host's budget moves with its bucket.
 - ``holders``: a hash, bucket -> the node allowed to dispatch and commit its requests.
   The table says who *should* own a bucket; ``holders`` says who *does*. A node takes a
   bucket only once its previous holder released it (a graceful move: the holder first
@@ -23,11 +25,12 @@ Keys, under ``twolevel:<crawl id>:`` (the registry's own keys in :mod:`.registry
 
 Every write of a tick is one Lua script (:data:`COMMIT_SCRIPT`), atomic: the new requests
 of held buckets with their seen keys, the cross URLs routed to their owners' inboxes, the
-acknowledgements of inbox entries now stored, and the leases of finished requests. A
-request's lease is removed in the same script that stores the children it produced (or
-in a later one), never before. It refuses the writes of a bucket this node does not
-hold, and all of them from a node no longer a member (no zombies). A node that finds the
-crawl gone from Redis (:class:`StateLost`) stops and writes nothing more.
+acknowledgements of inbox entries now stored, the leases of finished requests, and the
+page counts of budgeted hosts. A request's lease is removed in the same script that
+stores the children it produced (or in a later one), never before. It refuses the writes
+of a bucket this node does not hold, and all of them from a node no longer a member (no
+zombies). A node that finds the crawl gone from Redis (:class:`StateLost`) stops and
+writes nothing more.
 
 No Scrapy here.
 """
@@ -48,7 +51,7 @@ from .seen_log import KEY_SIZE, SeenLog, unpack_keys, worth_compacting
 
 #: KEYS: none (one Redis instance, not Cluster: the keys are built from the prefix).
 #: ARGV: prefix, node, the process's token, then counts of stores, routes, acks, dones,
-#: plans, then their fields. Returns ``{status, stored, refused, bad_route_1, ...}``;
+#: plans, pages, then their fields. Returns ``{status, stored, refused, bad_route_1, ...}``;
 #: status -1: not a member; -2: another process has joined under this node id since.
 COMMIT_SCRIPT = """
 local p, me = ARGV[1], ARGV[2]
@@ -56,8 +59,8 @@ if redis.call('SISMEMBER', p .. 'members', me) == 0 then return {-1, 0, 0} end
 local alive = redis.call('GET', p .. 'alive:' .. me)
 if alive and alive ~= ARGV[3] then return {-2, 0, 0} end
 local ns, nr, na = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
-local nd, np = tonumber(ARGV[7]), tonumber(ARGV[8])
-local i = 9
+local nd, np, ng = tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9])
+local i = 10
 local held = {}
 local function holds(b)
   local v = held[b]
@@ -121,6 +124,15 @@ for _ = 1, np do
   end
   i = i + 3
 end
+for _ = 1, ng do
+  local b = ARGV[i]
+  if holds(b) then
+    redis.call('HSET', p .. 'pages:' .. b, ARGV[i + 1], ARGV[i + 2])
+  else
+    refused = refused + 1
+  end
+  i = i + 3
+end
 if added ~= 0 then redis.call('INCRBY', p .. 'pending', added) end
 result[2], result[3] = stored, refused
 return result
@@ -128,10 +140,11 @@ return result
 
 #: ARGV: prefix, node, buckets. Takes each bucket that is free, already this node's, or
 #: held by a node that is no longer a member. Returns ``{taken, loaded}``: the buckets
-#: taken, and for those with content ``bucket, packed seen keys, {seed, plan, ...}`` (most
-#: buckets are empty: only their number crosses the wire). Their queued requests are read
-#: afterwards with HSCAN, a slice per command (:data:`LOAD_SLICE`): one script reading a
-#: bucket of 500k requests kept Redis busy for seconds (``BUSY`` for every other node).
+#: taken, and for those with content (seen keys or page counts) ``bucket, packed seen
+#: keys, {seed, plan, ...}, {host, pages, ...}`` (most buckets are empty: only their
+#: number crosses the wire). Their queued requests are read afterwards with HSCAN, a slice
+#: per command (:data:`LOAD_SLICE`): one script reading a bucket of 500k requests kept
+#: Redis busy for seconds (``BUSY`` for every other node).
 ACQUIRE_SCRIPT = """
 local p, me = ARGV[1], ARGV[2]
 local members = {}
@@ -154,10 +167,11 @@ for first = 3, #ARGV, CHUNK do
       set[#set + 1] = b
       set[#set + 1] = me
       taken[#taken + 1] = b
-      if seen[k] then
+      if seen[k] or redis.call('EXISTS', p .. 'pages:' .. b) == 1 then
         loaded[#loaded + 1] = b
-        loaded[#loaded + 1] = seen[k]
+        loaded[#loaded + 1] = seen[k] or ''
         loaded[#loaded + 1] = redis.call('HGETALL', p .. 'plans:' .. b)
+        loaded[#loaded + 1] = redis.call('HGETALL', p .. 'pages:' .. b)
       end
     end
   end
@@ -430,12 +444,13 @@ class Node:
         routes = batch.routes
         plans = batch.history.plans
         for _attempt in range(3):
-            if not (batch.stores or routes or batch.acks or batch.dones or plans):
+            pages = batch.pages
+            if not (batch.stores or routes or batch.acks or batch.dones or plans or pages):
                 return
             table = self.registry.table
             args: list[Any] = [self.prefix, self.node_id, self.registry.token]
             args += [len(batch.stores), len(routes), len(batch.acks), len(batch.dones)]
-            args.append(len(plans))
+            args += [len(plans), len(pages)]
             for bucket, entry_id, data, key in batch.stores:
                 args += [bucket, entry_id, data, key]
             for bucket, host, data in routes:
@@ -445,6 +460,8 @@ class Node:
                 args += [bucket, entry_id]
             for bucket, seed, plan in plans:
                 args += [bucket, seed, plan]
+            for (bucket, host), fetched in pages.items():
+                args += [bucket, host, fetched]
             result.round_trips += 1
             reply = self._commit(args=args)
             if reply[0] == -2:
@@ -465,13 +482,13 @@ class Node:
             raise RuntimeError(f"{len(routes)} cross URLs found no live owner")
 
     def _take(self, buckets: list[int], result: SyncResult) -> None:
-        """Take the buckets that are free, with the seen keys and plans of those with
-        content (a bucket has queued requests only once a seen key was recorded for it),
-        then read their queued requests a slice per command."""
+        """Take the buckets that are free, with the seen keys, plans and page counts of
+        those with content (a bucket has queued requests only once a seen key was recorded
+        for it), then read their queued requests a slice per command."""
         result.round_trips += 1
         taken, loaded = self._call(self._acquire, buckets) or ([], [])
         content: dict[int, tuple[list[tuple[str, bytes]], list[bytes]]] = {}
-        for i in range(0, len(loaded), 3):
+        for i in range(0, len(loaded), 4):
             bucket, packed = int(loaded[i]), loaded[i + 1]
             entries = [
                 (entry_id.decode(), data)
@@ -495,6 +512,11 @@ class Node:
             plans = loaded[i + 2]
             if plans:
                 result.plans[bucket] = {plans[j]: plans[j + 1] for j in range(0, len(plans), 2)}
+            pages = loaded[i + 3]
+            if pages:
+                result.pages[bucket] = {
+                    pages[j].decode(): int(pages[j + 1]) for j in range(0, len(pages), 2)
+                }
         for raw in taken:
             bucket = int(raw)
             result.acquired[bucket] = content.get(bucket, ([], []))

@@ -165,8 +165,9 @@ class Cluster:
     # -- life cycle (the backend's) -----------------------------------------------------------
 
     def open(self, make_frontier: FrontierMaker) -> Frontier:
-        """The local frontier: in memory (Redis keeps the copies)."""
-        self.frontier = make_frontier(memory_queue)
+        """The local frontier: in memory (Redis keeps the copies, and the pages each
+        budgeted host gave: :meth:`_page`)."""
+        self.frontier = make_frontier(memory_queue, on_page=self._page)
         return self.frontier
 
     def recrawl_stores(self) -> tuple[RedisHistoryStore, RedisModelStore]:
@@ -318,6 +319,14 @@ class Cluster:
         if entry_id is None:
             self._local_only.add(bucket, request.url)
         return True
+
+    def _page(self, host: str, fetched: int) -> None:
+        """A host with a page budget has given ``fetched`` pages: the count goes to
+        ``pages:<bucket>`` with the next commit, so the bucket's next holder (a move, a
+        node that died or left) does not give the host its whole budget again."""
+        bucket = bucket_of(host, self.config.buckets)
+        if bucket in self._held or bucket in self._draining:  # else refused: not ours
+            self._staged.pages[(bucket, host)] = fetched
 
     def dropped(self, item: Any) -> None:
         """A queued item the frontier dropped (its host was given up): drop its copy."""
@@ -506,6 +515,9 @@ class Cluster:
             self._gen += 1
             self._held[bucket] = self._gen
             counts["buckets_taken"] += 1
+            # Before its requests are queued: a host that had its budget is given up (the
+            # loaded copies of its requests are then dropped, and removed from Redis).
+            self._restore_pages(result.pages.get(bucket, {}))
             if bucket in result.plans and seeds is not None and history is not None:
                 counts["plans_loaded"] += seeds.adopt_stored(history, bucket, result.plans[bucket])
             counts["loaded"] += len(entries)
@@ -560,6 +572,15 @@ class Cluster:
         self._parked_ids.clear()
         kept_routes = self._staged.routes
         self._staged = Batch(routes=kept_routes)
+
+    def _restore_pages(self, pages: dict[str, int]) -> None:
+        """The pages the hosts of a bucket just taken gave on its earlier holders."""
+        frontier = self.frontier
+        if frontier is None:
+            return
+        for host, fetched in pages.items():
+            frontier.restore_pages(host, fetched)
+            self.counts["pages_restored"] += 1
 
     def _load(self, bucket: int, entry_id: str, data: bytes) -> bool:
         """Queue a request of a bucket just taken over (its entry stays as it is)."""
