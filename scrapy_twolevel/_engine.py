@@ -60,8 +60,13 @@ def requests_in_downloader(crawler: Crawler) -> Container[Any] | None:
 
 
 def scheduler_of(crawler: Crawler) -> Any:
-    """The engine's scheduler (``None`` before the crawl opens or after it closed)."""
-    return getattr(getattr(_engine(crawler), "_slot", None), "scheduler", None)
+    """The engine's scheduler (``None`` before the crawl opens or after it closed).
+
+    ``engine.scheduler`` is public from Scrapy 2.19; before, it is the slot's."""
+    engine = _engine(crawler)
+    if "scheduler" in dir(type(engine)):  # the 2.19 property (an old engine has none)
+        return engine.scheduler
+    return getattr(getattr(engine, "_slot", None), "scheduler", None)
 
 
 def requests_in_progress(crawler: Crawler) -> Container[Any] | None:

@@ -31,7 +31,8 @@ import scrapy
 ROOT = Path(__file__).resolve().parents[1]
 CACHE = ROOT / ".cache" / "scrapy-compat"
 #: The crawl-level tests: the engine, the crawl, closing, the scheduler interface, the
-#: spider-middleware and pipeline crawls, request callbacks and the downloader core.
+#: spider-middleware and pipeline crawls, request callbacks and the downloader core; then
+#: the downloader middlewares and media pipelines a real project has.
 FILES = (
     "test_crawl.py",
     "test_engine.py",
@@ -52,6 +53,21 @@ FILES = (
     "test_core_scraper.py",
     "test_downloaderslotssettings.py",
     "test_logformatter.py",
+    # The seams real projects meet (issue 32): robots.txt, the media pipelines (their
+    # downloads bypass the scheduler), the HTTP cache, proxies, and the downloader
+    # middlewares around ours.
+    "test_downloadermiddleware.py",
+    "test_downloadermiddleware_robotstxt.py",
+    "test_robotstxt_interface.py",
+    "test_downloadermiddleware_httpcache.py",
+    "test_downloadermiddleware_httpproxy.py",
+    "test_downloadermiddleware_retry.py",
+    "test_downloadermiddleware_redirect.py",
+    "test_downloadermiddleware_downloadtimeout.py",
+    "test_downloadermiddleware_stats.py",
+    "test_pipeline_media.py",
+    "test_pipeline_files.py",
+    "test_pipeline_images.py",
 )
 #: What the tests need beyond Scrapy and pytest (Scrapy's tox.ini, test-requirements).
 TEST_REQUIREMENTS = ("pytest-twisted>=1.14.3", "pyftpdlib>=2.0.1", "pexpect>=4.8.0", "sybil")
