@@ -13,6 +13,13 @@ are checked inside a real crawl by ``test_scrapy_internals_we_rely_on_still_exis
 ``test_peek_meta_does_not_create_meta`` in ``tests/test_intake.py``, (e) by the
 ``request_dropped`` counts in ``tests/test_duplicate_links.py``, (f) by the URL memo
 tests in ``tests/test_dupefilter.py``; they fail loudly if Scrapy changes them.
+
+Each was checked on every Scrapy minor ``setup.cfg`` allows (2.13.4 to 2.19.0): ``_slot``
+with ``nextcall``, ``inprogress`` and ``scheduler``, ``downloader.active``,
+``Request._meta`` and ``RequestFingerprinter._fingerprint`` are the same on all of them;
+where the public API differs (``call_later``, ``close_spider``, ``get_spider_loader``,
+``engine.scheduler``, the connection pool's key) the function says which versions do what.
+The test command runs the crawl tests on the lowest and the whole suite on the newest.
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from scrapy import Request
     from scrapy.crawler import Crawler
+    from scrapy.settings import BaseSettings
 
 _NO_META: Mapping[str, Any] = MappingProxyType({})
 
@@ -114,9 +122,10 @@ def pooled_connections(crawler: Crawler, request: Request) -> int | None:
         return None
     # Twisted's keys: (scheme, host, port, ...) in bytes; Scrapy adds its bind address.
     server = (parts.scheme.encode(), (parts.hostname or "").encode(), port)
-    # Most often the key is exactly this one (no bind address): one lookup instead of a
-    # scan of every server's idle connections (2% of a 100-server crawl's CPU).
-    idle = pool.get((*server, None))
+    # Most often the key is exactly this one (no bind address; Scrapy < 2.19 adds none): one
+    # lookup instead of a scan of every server's idle connections (2% of a 100-server
+    # crawl's CPU).
+    idle = pool.get((*server, None)) or pool.get(server)
     if idle:
         return len(idle)
     return sum(len(idle) for key, idle in pool.items() if _server_of(key) == server)
@@ -183,12 +192,41 @@ def call_later(delay: float, func: Callable[[], None]) -> Any:
 
     Unit tests drive the scheduler without a reactor; they lose only the timers.
     """
-    from scrapy.utils.asyncio import call_later as scrapy_call_later
-
+    try:
+        from scrapy.utils.asyncio import call_later as scrapy_call_later
+    except ImportError:  # Scrapy < 2.14: no scrapy.utils.asyncio
+        scrapy_call_later = _reactor_call_later
     try:
         return scrapy_call_later(delay, func)
     except RuntimeError:
         return None
+
+
+class _ReactorTimer:
+    """Scrapy 2.13: a Twisted ``DelayedCall`` whose ``cancel`` is safe once it has run or
+    been cancelled (as Scrapy 2.14+'s ``CallLaterResult.cancel`` is)."""
+
+    __slots__ = ("_call",)
+
+    def __init__(self, call: Any) -> None:
+        self._call = call
+
+    def cancel(self) -> None:
+        if self._call is not None and self._call.active():
+            self._call.cancel()
+        self._call = None
+
+
+def _reactor_call_later(delay: float, func: Callable[[], None]) -> _ReactorTimer:
+    """Scrapy 2.13's event loop is always the reactor; ``RuntimeError`` without one, as
+    Scrapy 2.14+'s ``call_later`` raises."""
+    from scrapy.utils.reactor import is_reactor_installed
+
+    if not is_reactor_installed():
+        raise RuntimeError("no Twisted reactor installed")
+    from twisted.internet import reactor
+
+    return _ReactorTimer(reactor.callLater(delay, func))
 
 
 def wait_for(deferred: Any) -> Any:
@@ -201,7 +239,25 @@ def wait_for(deferred: Any) -> Any:
 
 def close_spider(crawler: Crawler, reason: str) -> None:
     """Close the crawl with ``reason``, as Scrapy's CloseSpider extension does."""
+    engine = crawler.engine
+    if engine is None:
+        return
+    close_async = getattr(engine, "close_spider_async", None)
+    if close_async is None:  # Scrapy < 2.14: close_spider(spider, reason) -> Deferred
+        engine.close_spider(crawler.spider, reason)
+        return
     from scrapy.utils.defer import _schedule_coro
 
-    if crawler.engine is not None:
-        _schedule_coro(crawler.engine.close_spider_async(reason=reason))
+    _schedule_coro(close_async(reason=reason))
+
+
+def get_spider_loader(settings: BaseSettings) -> Any:
+    """The project's spider loader (``scrapy.spiderloader.get_spider_loader``, Scrapy 2.14+;
+    before, the private ``CrawlerRunner._get_spider_loader``)."""
+    try:
+        from scrapy.spiderloader import get_spider_loader as scrapy_get_spider_loader
+    except ImportError:  # Scrapy < 2.14
+        from scrapy.crawler import CrawlerRunner
+
+        scrapy_get_spider_loader = CrawlerRunner._get_spider_loader
+    return scrapy_get_spider_loader(settings)

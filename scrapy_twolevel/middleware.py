@@ -92,7 +92,9 @@ def failure_kind(exception: BaseException) -> str:
     """:data:`DOWN` (could not connect: refused, DNS, connect timeout), :data:`SLOW` (a
     timeout once connected) or :data:`BROKEN` (anything else: a reset or aborted
     connection, a response cut short)."""
-    if isinstance(exception, UNREACHABLE):
+    # Twisted's TimeoutError is a ConnectError: Scrapy < 2.15 raises it for a download
+    # timeout (2.15+ wraps it in DownloadTimeoutError), which is SLOW there too.
+    if isinstance(exception, UNREACHABLE) and not isinstance(exception, net_error.TimeoutError):
         return DOWN
     if isinstance(exception, TIMEOUTS):
         return SLOW

@@ -15,5 +15,14 @@ fi
 .venv/bin/ruff check .
 .venv/bin/python -m sphinx -W -q -b html docs docs/_build/html
 .venv/bin/python -m pytest -q "$@"
-# The full run also runs Scrapy's own crawl tests with our components (docs/compat.rst).
-if [ $# -eq 0 ]; then .venv/bin/python scripts/scrapy_compat.py; fi
+if [ $# -eq 0 ]; then
+  # Scrapy's own crawl tests with our components (docs/compat.rst).
+  .venv/bin/python scripts/scrapy_compat.py
+  # The lowest Scrapy setup.cfg allows: the crawl layer (the conformance suite among it)
+  # again, in a venv of its own, spread over 3 processes.
+  LOWEST=$(sed -n 's/^ *scrapy>=\([0-9.]*\),.*/\1/p' setup.cfg)
+  [ -x .venv-scrapy-lowest/bin/python ] || "$PY" -m venv .venv-scrapy-lowest
+  .venv-scrapy-lowest/bin/python -m pip install -q --disable-pip-version-check \
+    -e ".[test]" "scrapy==$LOWEST"
+  .venv-scrapy-lowest/bin/python -m pytest -q -m crawl -n 3 -p no:cacheprovider
+fi

@@ -82,7 +82,7 @@ class InternalsProbe:
     def from_crawler(cls, crawler):
         return cls(crawler)
 
-    def process_request(self, request):
+    def process_request(self, request, spider=None):
         stats = self.crawler.stats
         stats.inc_value("probe/requests")
         active = requests_in_downloader(self.crawler)
@@ -107,13 +107,15 @@ class PoolKeyProbe:
     def from_crawler(cls, crawler):
         return cls(crawler)
 
-    def process_response(self, request, response):
+    def process_response(self, request, response, spider=None):
         from urllib.parse import urlsplit
 
         handlers = self.crawler.engine.downloader.handlers._handlers
         pool = handlers["http"]._pool._connections
         parts = urlsplit(request.url)
-        if pool.get((b"http", parts.hostname.encode(), parts.port or 80, None)):
+        server = (b"http", parts.hostname.encode(), parts.port or 80)
+        # Scrapy 2.19 adds the bind address (None) to Twisted's key; before, none.
+        if pool.get((*server, None)) or pool.get(server):
             self.crawler.stats.inc_value("probe/pool_direct")
         return response
 
@@ -128,7 +130,7 @@ class DropSomePaths:
     def from_crawler(cls, crawler):
         return cls(crawler.settings.getlist("DROP_PATHS"))
 
-    def process_request(self, request):
+    def process_request(self, request, spider=None):
         if request.url.split("/", 3)[-1] in self.paths:
             raise IgnoreRequest(f"dropped {request.url}")
 
@@ -257,7 +259,7 @@ class UnencodableSameHost:
     def from_crawler(cls, crawler):
         return cls(crawler.stats)
 
-    async def process_spider_output(self, response, result):
+    async def process_spider_output(self, response, result, spider=None):
         from urllib.parse import urlsplit
 
         host = urlsplit(response.url).hostname
@@ -391,7 +393,7 @@ class CountRequests:
     def from_crawler(cls, crawler):
         return cls(crawler.stats, crawler.settings.get("COUNT_REQUESTS_STAT", "requests"))
 
-    async def process_spider_output(self, response, result):
+    async def process_spider_output(self, response, result, spider=None):
         async for item in result:
             if hasattr(item, "dont_filter"):
                 self.stats.inc_value(self.key)
@@ -429,7 +431,7 @@ class DontFilterHomePages:
     def from_crawler(cls, crawler):
         return cls(crawler.stats, crawler.settings.getlist("DONT_FILTER_HOSTS"))
 
-    async def process_spider_output(self, response, result):
+    async def process_spider_output(self, response, result, spider=None):
         from urllib.parse import urlsplit
 
         async for item in result:
@@ -456,7 +458,7 @@ class FilesForPages:
         settings = crawler.settings
         return cls(settings.getint("FILES_PER_PAGE", 2), settings.getbool("FILES_AS_IMAGES"))
 
-    async def process_spider_output(self, response, result):
+    async def process_spider_output(self, response, result, spider=None):
         from urllib.parse import urlsplit
 
         from scrapy_twolevel.testweb.web import FILES_PREFIX
@@ -521,7 +523,7 @@ class TwoLanguages:
     def from_crawler(cls, crawler):
         return cls(crawler.stats)
 
-    async def process_spider_output(self, response, result):
+    async def process_spider_output(self, response, result, spider=None):
         async for item in result:
             if hasattr(item, "dont_filter") and b"Accept-Language" not in item.headers:
                 for lang in ("en", "de"):
@@ -552,6 +554,24 @@ class OpaqueHttpHandler:
 
     async def close(self):
         await self._hidden.close()
+
+
+def _async_download_handlers():
+    from inspect import iscoroutinefunction
+
+    from scrapy.core.downloader.handlers.http11 import HTTP11DownloadHandler
+
+    return iscoroutinefunction(HTTP11DownloadHandler.download_request)
+
+
+if not _async_download_handlers():  # Scrapy 2.13: handlers return Deferreds, with a spider
+
+    class OpaqueHttpHandler(OpaqueHttpHandler):
+        def download_request(self, request, spider=None):
+            return self._hidden.download_request(request, spider)
+
+        def close(self):
+            return self._hidden.close()
 
 
 class ThroughLocalProxy:

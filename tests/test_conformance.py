@@ -15,12 +15,14 @@ import json
 import re
 
 import pytest
+import scrapy
 from crawl_helpers import crawl_process, free_port
 
 from scrapy_twolevel.testweb import HostProfile, generate_web
 from scrapy_twolevel.testweb.spider import CrawlResult
 from scrapy_twolevel.testweb.web import FILES_PREFIX
 
+SCRAPY = tuple(int(part) for part in scrapy.__version__.split(".")[:2])
 ADDON = {"ADDONS": {"scrapy_twolevel.Addon": 0}, "CONCURRENT_REQUESTS": 4}
 
 
@@ -136,12 +138,21 @@ def test_scrapys_engine_status_shows_the_frontier(tmp_path, jobdir):
     if jobdir:
         settings["JOBDIR"] = str(tmp_path / "job")
     result = run(tmp_path, web, settings)
-    status = {k[4:]: v for k, v in result.crawl_stats.items() if k.startswith("est/")}
+    # Scrapy < 2.19 names them engine._slot.scheduler.*
+    status = {
+        k[4:].replace("engine._slot.scheduler", "engine.scheduler"): v
+        for k, v in result.crawl_stats.items()
+        if k.startswith("est/")
+    }
     assert status and not [k for k, v in status.items() if "(exception)" in v], status
     memory, disk = (
         int(status["len(engine.scheduler.mqs)"]),
         int(status["len(engine.scheduler.dqs or [])"]),
     )
+    if SCRAPY < (2, 18) and memory + disk == 0:
+        # Scrapy < 2.18 calls each callback 0.1 s after its response: at the 5th response
+        # no page's links may have reached the scheduler yet.
+        return
     assert (memory > 0, disk > 0) == ((False, True) if jobdir else (True, False))
 
 

@@ -12,11 +12,19 @@ import sqlite3
 from statistics import mean
 
 import pytest
+import scrapy
 from crawl_helpers import crawl, crawl_process
 
 from scrapy_twolevel.frontier.host_keys import make_host_key
 from scrapy_twolevel.testweb import HostProfile, generate_web
 
+SCRAPY = tuple(int(part) for part in scrapy.__version__.split(".")[:2])
+#: Scrapy < 2.18 waits 0.1 s (_defer_sleep) before every spider callback, so the scheduler
+#: picks the next requests before it knows the links of the pages just fetched: on this
+#: fast test web, the ranking policies' order is no better than breadth-first's.
+needs_prompt_callbacks = pytest.mark.skipif(
+    SCRAPY < (2, 18), reason="Scrapy < 2.18 delays every callback by 0.1 s"
+)
 POLICIES = ["breadth-first", "performance-first", "quality-first", "crawl-capability"]
 TWOLEVEL = {
     "SCHEDULER": "scrapy_twolevel.scheduler.TwoLevelScheduler",
@@ -88,8 +96,10 @@ def test_stock_scrapy_is_not_polite_on_the_same_web_but_twolevel_is(tmp_path):
     assert_polite(ours)
     stock = crawl(tmp_path, web, settings)
     assert stock.server.fetch_counts() == ours.server.fetch_counts()
-    # Scrapy 2.19 on asyncio: the downloader's per-slot limit does not hold. If Scrapy fixes
+    # Scrapy 2.14+ on asyncio: the downloader's per-slot limit does not hold. If Scrapy fixes
     # this, this line fails and docs/architecture.rst should say so.
+    if SCRAPY < (2, 14):
+        return  # Scrapy 2.13's per-slot limit holds
     assert max(stock.server.max_concurrent_requests_per_host().values()) > 1
 
 
@@ -138,6 +148,7 @@ def slow_fast_crawls(tmp_path_factory):
     return web, results
 
 
+@needs_prompt_callbacks
 def test_performance_first_fetches_fast_hosts_pages_first(slow_fast_crawls):
     web, results = slow_fast_crawls
     perf, bf = results["performance-first"], results["breadth-first"]
@@ -149,6 +160,7 @@ def test_performance_first_fetches_fast_hosts_pages_first(slow_fast_crawls):
     assert perf_fast < 45
 
 
+@needs_prompt_callbacks
 def test_quality_first_fetches_best_pages_first(tmp_path):
     # Same speeds everywhere; hosts 4-7 hold pages of 10x the quality of hosts 0-3.
     same = {"connect_delay": 0.002, "response_delay": 0.003}
@@ -474,6 +486,7 @@ def test_redirects_across_hosts_stay_in_their_own_lane(tmp_path, host_key):
     assert stats["twolevel/hosts"] == len({key(name) for h in web.hosts for name in h.names})
 
 
+@pytest.mark.skipif(SCRAPY < (2, 18), reason="before 2.18, Scrapy's 0 lets nothing through")
 def test_concurrent_requests_zero_opens_hosts_without_limit(tmp_path):
     """Scrapy reads CONCURRENT_REQUESTS = 0 as "no limit"; it must not serialise the crawl."""
     web = generate_web(

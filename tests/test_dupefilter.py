@@ -232,9 +232,12 @@ def test_keys_remembered_by_url_are_the_fingerprints_own():
     for other in (
         Request(url, method="POST"),
         Request(url, body=b"x=1"),
-        Request(url, meta={"verbatim_url": True}),
     ):
         assert df.request_key(other) == key_of(other) != key_of(plain)
+    # verbatim_url changes the fingerprint from Scrapy 2.17 on (before, it is ignored);
+    # the memo is bypassed either way.
+    verbatim = Request(url, meta={"verbatim_url": True})
+    assert df.request_key(verbatim) == key_of(verbatim)
     assert df._memo.hits == 1
     df.close("finished")
     assert crawler.stats.get_value("twolevel/seen/url_key_hits") == 1

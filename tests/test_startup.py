@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import scrapy
 
 PROJECT = Path(__file__).parents[1] / "example_project"
 SMALL_WEB = ["-s", "TWOLEVEL_TESTWEB_HOSTS=3", "-s", "TWOLEVEL_TESTWEB_PAGES_PER_HOST=3"]
@@ -118,7 +119,9 @@ def test_metrics_policy_without_the_middleware_ends_with_the_line_to_add():
     """Without the middleware nothing runs before the scheduler is built, so Scrapy's own
     clean-up logs errors first; the message with the fix must still come last."""
     proc = scrapy_crawl("-s", "DOWNLOADER_MIDDLEWARES={}")
-    assert proc.returncode != 0
+    # Scrapy 2.13 exits 0 when opening the spider fails (its spider exists, so
+    # bootstrap_failed stays False); 2.14+ exits 1.
+    assert proc.returncode != 0 or scrapy.version_info < (2, 14)
     tail = "\n".join(proc.stderr.splitlines()[-3:])
     assert "needs the host metrics middleware" in tail
     assert '"scrapy_twolevel.middleware.HostMetricsMiddleware": 950' in tail

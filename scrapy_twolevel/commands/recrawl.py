@@ -18,8 +18,8 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from scrapy.exceptions import UsageError
-from scrapy.spiderloader import get_spider_loader
 
+from .._engine import get_spider_loader
 from . import ReportCommand
 
 if TYPE_CHECKING:

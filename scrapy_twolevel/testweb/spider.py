@@ -150,10 +150,16 @@ def _web_settings(web: WebSpec) -> dict[str, Any]:
     """
     if not web.uses_hostnames:
         return {}
+    from scrapy.settings import default_settings
+
     from .resolver import HOSTS_MAP_SETTING, TestWebResolver
 
+    # TWISTED_DNS_RESOLVER is Scrapy 2.15+; before, DNS_RESOLVER (deprecated since).
+    name = "TWISTED_DNS_RESOLVER"
+    if not hasattr(default_settings, name):
+        name = "DNS_RESOLVER"
     return {
-        "TWISTED_DNS_RESOLVER": f"{TestWebResolver.__module__}.{TestWebResolver.__qualname__}",
+        name: f"{TestWebResolver.__module__}.{TestWebResolver.__qualname__}",
         HOSTS_MAP_SETTING: web.hosts_map(),
     }
 
@@ -181,7 +187,10 @@ def run_crawl(
     ``interrupt_after=N`` sends this process a real SIGINT once N responses have arrived:
     Scrapy's own Ctrl-C path, a graceful stop. ``extra_seeds`` are crawled after the web's.
     """
-    from scrapy.crawler import AsyncCrawlerProcess
+    try:
+        from scrapy.crawler import AsyncCrawlerProcess
+    except ImportError:  # Scrapy < 2.14
+        from scrapy.crawler import CrawlerProcess as AsyncCrawlerProcess
 
     # AsyncCrawlerProcess installs the asyncio reactor; importing the reactor any earlier
     # would install Twisted's default one instead.
@@ -194,6 +203,12 @@ def run_crawl(
             "TWISTED_REACTOR_ENABLED": True,
         }
     )
+    if AsyncCrawlerProcess.__name__ == "CrawlerProcess":
+        # Scrapy < 2.14 installs TWISTED_REACTOR only once the crawl starts: install it now,
+        # before the import below would install Twisted's default one.
+        from scrapy.utils.reactor import install_reactor
+
+        install_reactor(process.settings["TWISTED_REACTOR"], process.settings["ASYNCIO_EVENT_LOOP"])
     from twisted.internet import reactor
 
     server = TestWebServer(web, delay_scale=delay_scale, reactor=reactor)
