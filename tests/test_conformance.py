@@ -43,9 +43,12 @@ def run(tmp_path, web, settings, *, scrapys_errors="", **kwargs):
 
 
 def assert_complete_and_polite(web, result):
+    """Every page once; at the server, one request at a time per host and none before a
+    ``Retry-After`` it had answered had passed; the crawl ended on its own."""
     assert result.server.fetch_counts() == {page: 1 for page in web.reachable()}
     in_flight = result.server.max_concurrent_requests_per_host()
     assert max(in_flight.values()) == 1, in_flight
+    assert result.server.early_arrivals() == []
     assert result.crawl_stats["finish_reason"] == "finished"
 
 
@@ -115,6 +118,25 @@ def test_media_pipeline_downloads_are_polite_and_not_pages(tmp_path, pipeline):
     assert stats.get("twolevel/dropped/budget", 0) == 0
     stored = [p for p in (tmp_path / pipeline).rglob("*") if p.is_file()]
     assert len(stored) == 2 * len(web.reachable())
+
+
+def test_rate_limited_hosts_with_robots_txt_and_media(tmp_path):
+    """Hosts that refuse (429 + Retry-After) whatever comes sooner than 0.3 s after the last
+    request they took: pages, robots.txt and the Files pipeline's downloads all wait out
+    every Retry-After, and every page and file still comes, once."""
+    web = web_of(n_hosts=3, pages=4, min_interval=0.3, retry_after=True)
+    settings = {
+        **ADDON,
+        "ROBOTSTXT_OBEY": True,
+        "ITEM_PIPELINES": {"scrapy.pipelines.files.FilesPipeline": 1},
+        "FILES_STORE": str(tmp_path / "files"),
+        "SPIDER_MIDDLEWARES": {"crawl_helpers.FilesForPages": 800},
+    }
+    result = run(tmp_path, web, settings)
+    assert_complete_and_polite(web, result)
+    assert result.server.waits_asked  # the hosts did refuse
+    stats = result.crawl_stats
+    assert stats["file_status_count/downloaded"] == 2 * len(web.reachable())
 
 
 def test_topics_with_robots_txt_log_no_error(tmp_path):

@@ -291,6 +291,10 @@ class _TestWebProtocol(Protocol):
             answer = self._server.host_response(self._host, request)
         status, ctype, body, page_id, extra = answer
         host = self._host
+        if host is not None:
+            for name, value in extra:
+                if name == "Retry-After":
+                    self._server.stats.asked_to_wait(host.index, self._server.clock(), value)
         close = request.close  # True for malformed requests too
         if host is not None:
             remaining = host.max_requests_per_connection - self._responses

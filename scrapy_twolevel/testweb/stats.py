@@ -69,6 +69,8 @@ class ServerStats:
         self.events: list[ResponseEvent] = []
         #: Every request received by a host, in order: ``(time, host, path)``.
         self.arrivals: list[tuple[float, int, str]] = []
+        #: Every ``Retry-After`` a host answered: ``(time, host, seconds)``.
+        self.waits_asked: list[tuple[float, int, float]] = []
         self.control_requests = 0
         #: The server's clock when the first request to any host arrived (None: none yet);
         #: the time origin of a crawl's curves.
@@ -120,6 +122,7 @@ class ServerStats:
             "first_request_at": self.first_request_at,
             "events": [list(e) for e in self.events],
             "arrivals": [list(a) for a in self.arrivals],
+            "waits_asked": [list(w) for w in self.waits_asked],
         }
 
     @classmethod
@@ -132,6 +135,9 @@ class ServerStats:
         stats.first_request_at = data["first_request_at"]
         stats.events = [ResponseEvent(*e) for e in data["events"]]
         stats.arrivals = [(float(t), int(h), str(p)) for t, h, p in data.get("arrivals", ())]
+        stats.waits_asked = [
+            (float(t), int(h), float(s)) for t, h, s in data.get("waits_asked", ())
+        ]
         return stats
 
     # -- updates (server side) ---------------------------------------------------------------
@@ -141,6 +147,7 @@ class ServerStats:
             h.reset()
         self.events.clear()
         self.arrivals.clear()
+        self.waits_asked.clear()
         self.control_requests = 0
         self.first_request_at = None
 
@@ -168,6 +175,21 @@ class ServerStats:
             h.requests_overlapping += overlapping
             h.requests_in_flight += 1
             h.max_requests_in_flight = max(h.max_requests_in_flight, h.requests_in_flight)
+
+    def asked_to_wait(self, host: int, now: float, retry_after: str) -> None:
+        self.waits_asked.append((now, host, float(retry_after)))
+
+    def early_arrivals(self) -> list[tuple[float, int, str]]:
+        """Requests that reached a host before the ``Retry-After`` it had answered had
+        passed: each one a crawler that did not listen."""
+        early = []
+        for asked_at, host, seconds in self.waits_asked:
+            early += [
+                arrival
+                for arrival in self.arrivals
+                if arrival[1] == host and asked_at < arrival[0] < asked_at + seconds
+            ]
+        return early
 
     def request_aborted(self, host: int) -> None:
         for h in self._each(host):
