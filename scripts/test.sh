@@ -14,7 +14,7 @@ fi
 .venv/bin/python -m pip install -q --disable-pip-version-check -e ".[test]"
 .venv/bin/ruff check .
 .venv/bin/python -m sphinx -W -q -b html docs docs/_build/html
-.venv/bin/python -m pytest -q "$@"
+.venv/bin/python -m pytest -q --durations=25 "$@"
 if [ $# -eq 0 ]; then
   # Scrapy's own crawl tests with our components (docs/compat.rst).
   .venv/bin/python scripts/scrapy_compat.py

@@ -13,9 +13,9 @@ import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
-import redis
 
 #: Layer of each test file. unit: pure data structures and algorithms (a fake clock, no
 #: Scrapy crawl); glue: Scrapy components built from real settings (get_crawler), or a
@@ -23,7 +23,8 @@ import redis
 #: redis: anything that talks to Redis.
 LAYERS = {
     "unit": (
-        "architecture buckets codec distributed_sim failures frontier gate header_parsers intake "
+        "architecture buckets codec distributed_sim failures frontier gate header_parsers inflight "
+        "intake "
         "live_snapshot "
         "local_only "
         "politeness "
@@ -60,9 +61,12 @@ def redis_url() -> str:
 
 
 @pytest.fixture
-def redis_crawl(redis_url: str) -> Iterator[tuple[redis.Redis, str]]:
+def redis_crawl(redis_url: str) -> Iterator[tuple[Any, str]]:
     """``(client, crawl_id)`` of a crawl of its own; its ``twolevel:<crawl_id>:*`` keys (and
-    its recrawl history's, ``twolevel-history:<crawl_id>:*``) are deleted afterwards."""
+    its recrawl history's, ``twolevel-history:<crawl_id>:*``) are deleted afterwards. Redis
+    is imported here: only the Redis layer needs the client."""
+    import redis
+
     client = redis.Redis.from_url(redis_url)
     crawl_id = f"test-{uuid.uuid4().hex[:10]}"
     yield client, crawl_id
