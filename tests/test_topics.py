@@ -149,6 +149,47 @@ def test_a_host_is_open_in_one_topic_at_a_time():
     assert len(frontier) == 1
 
 
+def test_a_hosts_gap_holds_in_every_topic():
+    """A host's Crawl-delay (2 s) after a response in one topic: another topic's request
+    for the same host used to go at once, as soon as the first topic's session ended."""
+    clock = Clock()
+    selector = TopicSelector([TopicSpec("urgent", priority=0), TopicSpec("bulk", priority=1)])
+    frontier = TopicFrontier.build(
+        selector,
+        lambda name, lock, sequence: TwoLevelFrontier(
+            BreadthFirst(),
+            CostParams(),
+            None,
+            host_lock=lock,
+            lock_owner=name,
+            sequence=sequence,
+            clock=clock,
+            jitter=lambda: 0.0,
+        ),
+    )
+    frontier.set_min_gap("h.example", 2.0)
+    for i in range(2):
+        frontier.push(topic_lane("bulk", "h.example"), 0.0, f"b{i}")
+    lane, _ = frontier.pop()  # sent at 0
+    frontier.push(topic_lane("urgent", "h.example"), 0.0, "u0")
+    clock.now = 0.5
+    frontier.observe(
+        lane,
+        latency=0.5,
+        elapsed=0.5,
+        new_connection=True,
+        served_on_connection=1,
+        closed_by_server=False,
+    )
+    frontier.done(lane)
+    clock.now = 0.6
+    assert frontier.pop() is None  # the urgent topic too waits for the gap
+    assert frontier.frontiers["urgent"].host("h.example").wait_reason == "delay"
+    clock.now = 2.0
+    lane, item = frontier.pop()
+    assert (split_lane(lane), item) == (("urgent", "h.example"), "u0")
+
+
 def test_topic_frontier_serves_the_urgent_topic_first():
     frontier = frontier_for([TopicSpec("bulk", priority=2), TopicSpec("urgent", priority=1)])
     for i in range(3):

@@ -344,13 +344,14 @@ class TwoLevelFrontier:
         it replaces the frontier's ``min_gap`` for this host."""
         self.host(host_key).min_gap = max(0.0, seconds)
 
-    def hold(self, host_key: str, seconds: float) -> None:
-        """The server asked for no request for ``seconds`` in its answer to a request the
-        frontier did not hand out (a 429 with ``Retry-After`` on robots.txt or a media
-        download): the host waits, and nothing else about it changes (that request was
-        not one of its pages; its estimates and its session are not this answer's)."""
+    def hold(self, host_key: str, seconds: float, reason: str = WAIT_REFUSED) -> None:
+        """Serve the host no request for ``seconds``, and change nothing else about it: the
+        server asked so in its answer to a request the frontier did not hand out (a 429
+        with ``Retry-After`` on robots.txt or a media download), or another topic's
+        frontier served the host and its gap holds here too (``reason``: the wait's name,
+        as :attr:`Host.wait_reason` shows it)."""
         if seconds > 0:
-            self._park(self.host(host_key), self._clock() + seconds, WAIT_REFUSED)
+            self._park(self.host(host_key), self._clock() + seconds, reason)
 
     def observe_failure(
         self,

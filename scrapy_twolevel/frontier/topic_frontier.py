@@ -318,8 +318,18 @@ class TopicFrontier:
         self.frontiers[topic].done(host)
 
     def observe(self, lane: str, **observation: Any) -> None:
+        """The response is the host's: the gap its next request must wait (``Crawl-delay``,
+        ``TWOLEVEL_HOST_DELAY``, the learnt refusal gap) holds in every topic, or another
+        topic would open the host as soon as this one's session ends."""
         topic, host = split_lane(lane)
-        self.frontiers[topic].observe(host, **observation)
+        frontier = self.frontiers[topic]
+        frontier.observe(host, **observation)
+        served = frontier.host(host)
+        wait = served.retry_at - frontier.now() if served.retry_at else 0.0
+        if wait > 0:
+            for name, other in self.frontiers.items():
+                if name != topic:
+                    other.hold(host, wait, served.wait_reason)
 
     def observe_failure(
         self,
