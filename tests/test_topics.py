@@ -190,6 +190,53 @@ def test_a_hosts_gap_holds_in_every_topic():
     assert (split_lane(lane), item) == (("urgent", "h.example"), "u0")
 
 
+def test_an_urgent_host_out_of_its_gap_is_served_before_any_lower_topic():
+    """What the urgent topic waits for is its own hosts' gaps, never the lower topics:
+    the moment its host's Crawl-delay has passed, the next place is the urgent topic's,
+    whatever the lower topics have queued (issue 32's urgent-topic check)."""
+    clock = Clock()
+    selector = TopicSelector([TopicSpec("urgent", priority=0), TopicSpec("bulk", priority=1)])
+    frontier = TopicFrontier.build(
+        selector,
+        lambda name, lock, sequence: TwoLevelFrontier(
+            BreadthFirst(),
+            CostParams(),
+            2,
+            host_lock=lock,
+            lock_owner=name,
+            sequence=sequence,
+            clock=clock,
+            jitter=lambda: 0.0,
+        ),
+    )
+    frontier.set_min_gap("u.example", 1.0)
+    for i in range(2):
+        frontier.push(topic_lane("urgent", "u.example"), 0.0, f"u{i}")
+    for i in range(20):
+        frontier.push(topic_lane("bulk", f"b{i % 4}.example"), 0.0, f"b{i}")
+    lane, item = frontier.pop()
+    assert item == "u0"
+    frontier.observe(
+        lane,
+        latency=0.1,
+        elapsed=0.1,
+        new_connection=True,
+        served_on_connection=1,
+        closed_by_server=False,
+    )
+    frontier.done(lane)  # u.example waits out its gap until 1.0
+    served = []
+    while clock.now < 1.0:
+        popped = frontier.pop()
+        if popped is not None:
+            served.append(popped[1])
+            frontier.done(popped[0])
+        clock.now = round(clock.now + 0.1, 6)
+    assert served and all(item.startswith("b") for item in served)
+    lane, item = frontier.pop()  # 1.0: the gap has passed
+    assert item == "u1"
+
+
 def test_topic_frontier_serves_the_urgent_topic_first():
     frontier = frontier_for([TopicSpec("bulk", priority=2), TopicSpec("urgent", priority=1)])
     for i in range(3):
