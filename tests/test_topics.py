@@ -149,17 +149,15 @@ def test_a_host_is_open_in_one_topic_at_a_time():
     assert len(frontier) == 1
 
 
-def test_a_hosts_gap_holds_in_every_topic():
-    """A host's Crawl-delay (2 s) after a response in one topic: another topic's request
-    for the same host used to go at once, as soon as the first topic's session ended."""
-    clock = Clock()
+def urgent_and_bulk(clock, max_open_hosts=None):
+    """Topics ``urgent`` (class 0) and ``bulk`` (class 1) on ``clock``, waits unjittered."""
     selector = TopicSelector([TopicSpec("urgent", priority=0), TopicSpec("bulk", priority=1)])
-    frontier = TopicFrontier.build(
+    return TopicFrontier.build(
         selector,
         lambda name, lock, sequence: TwoLevelFrontier(
             BreadthFirst(),
             CostParams(),
-            None,
+            max_open_hosts,
             host_lock=lock,
             lock_owner=name,
             sequence=sequence,
@@ -167,6 +165,13 @@ def test_a_hosts_gap_holds_in_every_topic():
             jitter=lambda: 0.0,
         ),
     )
+
+
+def test_a_hosts_gap_holds_in_every_topic():
+    """A host's Crawl-delay (2 s) after a response in one topic: another topic's request
+    for the same host used to go at once, as soon as the first topic's session ended."""
+    clock = Clock()
+    frontier = urgent_and_bulk(clock)
     frontier.set_min_gap("h.example", 2.0)
     for i in range(2):
         frontier.push(topic_lane("bulk", "h.example"), 0.0, f"b{i}")
@@ -195,20 +200,7 @@ def test_an_urgent_host_out_of_its_gap_is_served_before_any_lower_topic():
     the moment its host's Crawl-delay has passed, the next place is the urgent topic's,
     whatever the lower topics have queued (issue 32's urgent-topic check)."""
     clock = Clock()
-    selector = TopicSelector([TopicSpec("urgent", priority=0), TopicSpec("bulk", priority=1)])
-    frontier = TopicFrontier.build(
-        selector,
-        lambda name, lock, sequence: TwoLevelFrontier(
-            BreadthFirst(),
-            CostParams(),
-            2,
-            host_lock=lock,
-            lock_owner=name,
-            sequence=sequence,
-            clock=clock,
-            jitter=lambda: 0.0,
-        ),
-    )
+    frontier = urgent_and_bulk(clock, max_open_hosts=2)
     frontier.set_min_gap("u.example", 1.0)
     for i in range(2):
         frontier.push(topic_lane("urgent", "u.example"), 0.0, f"u{i}")
