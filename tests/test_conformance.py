@@ -262,7 +262,12 @@ def test_http_cache_answers_teach_no_estimate_and_lose_no_page(tmp_path):
 def test_autothrottle_and_download_slots(tmp_path):
     web = web_of(n_hosts=4, pages=6)
     slots = {web.hosts[0].address: {"concurrency": 1, "delay": 0.05}}
-    settings = {**ADDON, "AUTOTHROTTLE_ENABLED": True, "DOWNLOAD_SLOTS": slots}
+    settings = {
+        **ADDON,
+        "AUTOTHROTTLE_ENABLED": True,
+        "AUTOTHROTTLE_START_DELAY": 0.2,  # Scrapy's 5 s would make a 15-s test of it
+        "DOWNLOAD_SLOTS": slots,
+    }
     result = run(tmp_path, web, settings)
     assert_complete_and_polite(web, result)
 
