@@ -72,7 +72,7 @@ def scheduler_of(crawler: Crawler) -> Any:
 
     ``engine.scheduler`` is public from Scrapy 2.19; before, it is the slot's."""
     engine = _engine(crawler)
-    if "scheduler" in dir(type(engine)):  # the 2.19 property (an old engine has none)
+    if isinstance(getattr(type(engine), "scheduler", None), property):  # 2.19's
         return engine.scheduler
     return getattr(getattr(engine, "_slot", None), "scheduler", None)
 

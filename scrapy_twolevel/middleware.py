@@ -42,9 +42,7 @@ from twisted.internet.defer import Deferred
 
 from . import meta as meta_keys
 from ._engine import (
-    call_later,
     handlers_hiding_connections,
-    peek_meta,
     pooled_connections,
     wait_for,
 )
@@ -55,7 +53,8 @@ from .frontier.connections import ConnectionTracker, ReplyFacts
 from .frontier.estimates import REFUSAL_STREAK, ProcessingCost
 from .frontier.failures import RefusedUrls, SilentHosts
 from .frontier.gate import HostGate
-from .glue.intake import make_request_host
+from .glue.alarm import Alarm
+from .glue.intake import drop_inherited_keys, make_request_host
 from .glue.politeness import BROKEN, DOWN, SLOW, retry_after_seconds, robots_crawl_delay
 from .glue.preflight import check_job_state, resolve_settings, uses_this_scheduler
 from .signals import host_crawl_delay, host_failed, host_measured, host_refused
@@ -170,8 +169,8 @@ class HostMetricsMiddleware:
         self._gate = gate
         #: Requests inside the gate -> their host (until their answer or failure).
         self._inside: dict[Request, str] = {}
-        self._wake_timer: Any = None
-        self._wake_at: float | None = None
+        #: Admits waiting requests when the earliest hold they wait for ends.
+        self._wake = Alarm(self._holds_ended, clock)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
@@ -234,8 +233,7 @@ class HostMetricsMiddleware:
         """Let ``request`` go when its host's gate lets it in: at once (``None``), or a
         coroutine that waits for its turn. Requests the scheduler hands out rarely wait (it
         gives one per host); robots.txt, media and other downloads that bypass it do."""
-        if peek_meta(request).get(meta_keys.OWNER) is not None:
-            meta_keys.drop_inherited(request.meta, request.url)  # it bypassed the scheduler
+        drop_inherited_keys(request)  # it may have bypassed the scheduler
         gate = self._gate
         host = None if gate is None else self._host(request)
         if gate is None or host is None:
@@ -247,7 +245,7 @@ class HostMetricsMiddleware:
             self._start(request)
             return None
         self._stats.inc_value("twolevel/gate/waits")
-        self._arm_wake()
+        self._wake.at(gate.next_wake())
         return self._wait_turn(turn, request, host)
 
     async def _wait_turn(self, turn: Deferred[None], request: Request, host: str) -> None:
@@ -271,24 +269,12 @@ class HostMetricsMiddleware:
         if retry_after:
             self._gate.hold(host, self._clock() + retry_after)
         self._gate.leave(host)
-        self._arm_wake()
+        self._wake.at(self._gate.next_wake())
 
-    def _arm_wake(self) -> None:
-        """One timer, at the end of the earliest hold that a waiting request waits for."""
-        assert self._gate is not None
-        wake_at = self._gate.next_wake()
-        if wake_at is None or (self._wake_at is not None and self._wake_at <= wake_at):
-            return
-        if self._wake_timer is not None:
-            self._wake_timer.cancel()
-        self._wake_at = wake_at
-        self._wake_timer = call_later(max(0.0, wake_at - self._clock()), self._wake)
-
-    def _wake(self) -> None:
-        self._wake_timer = self._wake_at = None
+    def _holds_ended(self) -> None:
         assert self._gate is not None
         self._gate.wake()
-        self._arm_wake()
+        self._wake.at(self._gate.next_wake())
 
     def _headers_received(self, request: Request, **kwargs: Any) -> None:
         """A response's headers came: its host has answered, whatever its body does (a

@@ -45,10 +45,7 @@ from scrapy.utils.job import job_dir
 from scrapy.utils.misc import build_from_crawler, load_object
 
 from . import _engine
-from . import meta as meta_keys
 from ._engine import (
-    call_later,
-    peek_meta,
     requests_in_downloader,
     requests_in_progress,
     wake_engine,
@@ -64,10 +61,11 @@ from .frontier.topic_frontier import (
     lane_host,
     topic_lane,
 )
+from .glue.alarm import Alarm
 from .glue.backend import Backend
 from .glue.cluster import Cluster
 from .glue.inflight import InFlight
-from .glue.intake import Intake, make_request_host, mark_host
+from .glue.intake import Intake, drop_inherited_keys, make_request_host, mark_host
 from .glue.local import JobdirBackend, MemoryBackend
 from .glue.politeness import BROKEN, refused_before
 from .glue.preflight import (
@@ -155,8 +153,9 @@ class TwoLevelScheduler(BaseScheduler):
         self.spider: Spider | None = None
         self._held_back = False
         self._connected = False
-        self._wake_timer: Any = None
-        self._wake_at: float | None = None
+        #: Wakes the engine when a backed-off host may be opened again: otherwise a crawl
+        #: left with only backed-off hosts waits for the engine's 5-second heartbeat.
+        self._wake = Alarm(lambda: wake_engine(crawler), self._now)
         if self._cluster_config is not None and self.statedir is not None:
             logger.info(
                 "With TWOLEVEL_REDIS_URL the frontier and the seen keys live in Redis; "
@@ -330,9 +329,7 @@ class TwoLevelScheduler(BaseScheduler):
         # First: its last commit needs the frontier's and the engine's view of the leases.
         leaving = backend.leave() if backend is not None else None
         self._connect(False)
-        if self._wake_timer is not None:
-            self._wake_timer.cancel()
-            self._wake_timer = None
+        self._wake.cancel()
         if self.seeds is not None:
             seeds, self.seeds = self.seeds, None
             if leaving is None:
@@ -384,8 +381,7 @@ class TwoLevelScheduler(BaseScheduler):
 
     def enqueue_request(self, request: Request) -> bool:
         assert self.backend is not None
-        if peek_meta(request).get(meta_keys.OWNER) is not None:
-            meta_keys.drop_inherited(request.meta, request.url)  # meta=response.meta
+        drop_inherited_keys(request)  # meta=response.meta
         if not self.backend.enqueue(request):
             return False
         self._inc_stat("scheduler/enqueued")
@@ -406,7 +402,7 @@ class TwoLevelScheduler(BaseScheduler):
                 if len(frontier):
                     self._held_back = True
                     self._inc_stat("twolevel/held_back")
-                    self._arm_wake(frontier.next_retry_at())
+                    self._wake.at(frontier.next_retry_at())
                 backend.dispatched()
                 return None
             lane, item = popped
@@ -517,21 +513,7 @@ class TwoLevelScheduler(BaseScheduler):
         if self.backend is not None:
             self.backend.dropped(item)
 
-    def _arm_wake(self, retry_at: float | None) -> None:
-        """Wake the engine when a backed-off host may be opened again.
-
-        Otherwise a crawl left with only backed-off hosts waits for the engine's 5-second
-        heartbeat after each back-off ends.
-        """
-        if retry_at is None or (self._wake_at is not None and self._wake_at <= retry_at):
-            return
-        if self._wake_timer is not None:
-            self._wake_timer.cancel()
+    def _now(self) -> float:
+        """The frontier's clock (back-off times are on it)."""
         assert self.frontier is not None
-        delay = max(0.0, retry_at - self.frontier.now())
-        self._wake_at = retry_at
-        self._wake_timer = call_later(delay, self._wake)
-
-    def _wake(self) -> None:
-        self._wake_timer = self._wake_at = None
-        wake_engine(self.crawler)
+        return self.frontier.now()

@@ -95,6 +95,14 @@ def make_request_host(mode: str) -> Callable[[Request], str]:
     return host_of
 
 
+def drop_inherited_keys(request: Request) -> None:
+    """Drop the per-request meta keys ``request`` got from another request
+    (``meta=response.meta``; see :data:`scrapy_twolevel.meta.OWNER`). Peeks first: most
+    requests have no meta, and ``request.meta`` would create one."""
+    if peek_meta(request).get(meta_keys.OWNER) is not None:
+        meta_keys.drop_inherited(request.meta, request.url)
+
+
 def mark_host(request: Request, host: str) -> None:
     """Record the host key the scheduler gave ``request`` (and whether it is the user's
     slot), so the middleware measures the same host."""
