@@ -5,7 +5,7 @@ from many pages of one host), so a cache of some tens of thousands of keys answe
 repeated "seen?" tests without touching the Bloom filter or the disk store. The practical
 policies of the URL-caching study are here (LRU, CLOCK, random replacement, static);
 :func:`belady_hits` (clairvoyant MIN) and :func:`infinite_hits` are the limits they are
-measured against (``benchmarks/url_cache_study.py``).
+measured against (the archived URL-cache study, ``benchmarks/README.md``).
 
 Every cache answers :meth:`SeenCache.lookup` (a hit refreshes the key where the policy
 cares) and :meth:`SeenCache.insert` (after a miss). Pure module: keys are any hashable,

@@ -1,5 +1,5 @@
-"""Debian's headless Chromium driven by Selenium: how the tests and the benchmarks open the
-live view's dashboard (``tests/test_live_browser.py``, ``benchmarks/live_view.py``).
+"""Debian's headless Chromium driven by Selenium: how the tests open the live view's
+dashboard (``tests/test_live_browser.py``; the archived ``live_view.py`` study did too).
 
 Needs the ``chromium`` and ``chromium-driver`` packages (``scripts/test.sh`` installs them)
 and ``selenium`` (the test and bench extras). Imported only by those who drive a browser.
