@@ -57,7 +57,8 @@ from harness.report import columns, save_figure
 
 harness.use_checkout()
 
-from reporting import environment, markdown, rst  # noqa: E402
+from harness.env import environment  # noqa: E402
+from harness.report import markdown, rst  # noqa: E402
 from scrapy_twolevel.testweb.process import ServerProcess  # noqa: E402
 from scrapy_twolevel.testweb.web import HostProfile, generate_web  # noqa: E402
 
@@ -489,7 +490,7 @@ def main(argv: list[str] | None = None) -> int:
     print(md)
     data = {
         "command": "python benchmarks/distributed.py" + (" --quick" if args.quick else ""),
-        "environment": environment(),
+        "environment": environment("numpy"),
         "web": {"hosts": len(web.hosts), "pages": len(web.reachable())},
         "concurrency_per_node": args.concurrency,
         "repeats": repeats,

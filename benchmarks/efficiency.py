@@ -6,15 +6,18 @@ Usage::
     python benchmarks/efficiency.py --quick   # both, small; prints, writes nothing
 
 Each harness writes its own section of ``benchmarks/results/efficiency.json`` and its
-tables and figures under ``docs/results/`` (see ``reporting.py``).
+tables and figures under ``docs/results/`` (see ``harness/efficiency.py``). Each runs as a
+process of its own, exactly as ``python benchmarks/efficiency_sim.py`` and ``python
+benchmarks/efficiency_crawl.py`` would.
 """
 
 from __future__ import annotations
 
+import subprocess
 import sys
+from pathlib import Path
 
-import efficiency_crawl
-import efficiency_sim
+HERE = Path(__file__).resolve().parent
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -22,7 +25,11 @@ def main(argv: list[str] | None = None) -> int:
     if set(args) - {"--quick"}:
         print(__doc__, file=sys.stderr)
         return 2
-    return efficiency_sim.main(args) or efficiency_crawl.main(args)
+    for script in ("efficiency_sim.py", "efficiency_crawl.py"):
+        code = subprocess.run([sys.executable, str(HERE / script), *args]).returncode
+        if code:
+            return code
+    return 0
 
 
 if __name__ == "__main__":

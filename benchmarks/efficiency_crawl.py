@@ -1,7 +1,7 @@
 """Crawl efficiency with real crawls: ``scrapy crawl`` against the local test web.
 
 Harness 2 of the crawl-efficiency benchmark (``efficiency_sim.py`` is harness 1). The
-reference study's web (:func:`crawlsim.webgen.generate_paper_web`), scaled down
+reference study's web (:func:`scrapy_twolevel.testweb.sim.webgen.generate_paper_web`), scaled down
 so that all seven variants of one quality model crawl it in about six minutes, is served by
 the project's test web server in its own process (real sockets on 127.0.x.y, one address
 per server, the generated connection and response delays and keep-alive limits). Each
@@ -48,12 +48,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-import reporting as report
-from crawlsim.des import VARIANTS, CrawlRun, Fetch
-from crawlsim.webgen import generate_paper_web, web_stats
+from harness import efficiency as eff
+from harness import report
+from harness.efficiency import QUALITY_MODELS, STOCK
+from harness.env import environment, version
 from harness.report import Clock, arg_parser, columns, command_line
-from reporting import QUALITY_MODELS, STOCK
 from scrapy_twolevel.testweb.process import ServerProcess
+from scrapy_twolevel.testweb.sim.des import VARIANTS, CrawlRun, Fetch
+from scrapy_twolevel.testweb.sim.webgen import generate_paper_web, web_stats
 from scrapy_twolevel.testweb.stats import ServerStats
 from scrapy_twolevel.testweb.web import WebSpec
 
@@ -61,7 +63,7 @@ HERE = Path(__file__).resolve().parent
 CRAWL_TIMEOUT = 900.0
 
 CRAWL_DEFINITIONS = {
-    **report.DEFINITIONS,
+    **eff.DEFINITIONS,
     "time": "wall-clock seconds at the test web server, from the first request it received "
     "in that crawl to each response it wrote",
     "scheduler CPU share": "CPU time inside the scheduler's methods (and, for the two-level "
@@ -235,7 +237,7 @@ def cpu_table(cpu: dict[str, dict[str, dict[str, Any]]]) -> report.Table:
             rows.append(
                 [
                     model,
-                    report.LABELS[variant],
+                    eff.LABELS[variant],
                     f"{c['cpu_s']:.1f}",
                     f"{1000 * c['cpu_s'] / max(1, c['pages']):.2f}",
                     f"{c['scheduler_s']:.2f}",
@@ -251,7 +253,7 @@ def completeness_table(checks: dict[str, dict[str, dict[str, int]]]) -> report.T
     rows = [
         [
             model,
-            report.LABELS[v],
+            eff.LABELS[v],
             f"{c['fetched']:,}",
             f"{c['missing']:,}",
             f"{c['duplicates']:,}",
@@ -337,16 +339,15 @@ def main(argv: list[str] | None = None) -> int:
                     f"(crawl {time.perf_counter() - t0:.0f} s)"
                 )
 
-    summary = {model: report.summaries(per_variant) for model, per_variant in runs.items()}
+    summary = {model: eff.summaries(per_variant) for model, per_variant in runs.items()}
     full = set(variants) >= set(VARIANTS)
-    main_checks = report.checks(summary) if full else []
+    main_checks = eff.checks(summary) if full else []
     elapsed = clock.elapsed()
-    env = report.environment()
-    import scrapy
+    env = environment("numpy", scrapy=version("scrapy"))
 
     header = (
         f"Command: ``{command}``; {env['date']}, Python {env['python']}, Scrapy "
-        f"{scrapy.__version__}, {env['cpus']} CPUs; whole run {elapsed / 60:.1f} min. Real "
+        f"{env['scrapy']}, {env['cpus']} CPUs; whole run {elapsed / 60:.1f} min. Real "
         "crawls over loopback: figures vary from run to run by a few percent."
     )
     stats0 = web_info["pagerank"]
@@ -363,16 +364,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     sections: list[report.Section] = []
     if main_checks:
-        sections.append(
-            ("Reference shapes and targets", "", [("", report.checks_table(main_checks))])
-        )
+        sections.append(("Reference shapes and targets", "", [("", eff.checks_table(main_checks))]))
     for model in QUALITY_MODELS:
         t_bf = summary[model]["breadth-first"]["total_time"]
         sections.append(
             (
                 f"{model} quality (T_BF = {t_bf:.1f} s)",
                 f"crawl_{model}.png",
-                [("", report.main_table(summary[model]))],
+                [("", eff.main_table(summary[model]))],
             )
         )
     sections.append(("CPU: the scheduler's share of the crawler's CPU", "", [("", cpu_table(cpu))]))
@@ -392,9 +391,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.quick:
         return 0
 
-    curves = {model: report.curves(per_variant, args.points) for model, per_variant in runs.items()}
+    curves = {model: eff.curves(per_variant, args.points) for model, per_variant in runs.items()}
     for model in QUALITY_MODELS:
-        report.plot_model(
+        eff.plot_model(
             model,
             curves[model],
             runs[model]["breadth-first"].total_time,
@@ -402,7 +401,7 @@ def main(argv: list[str] | None = None) -> int:
             f"Real crawls: {args.servers} servers, {args.pages:,} pages, K={k}, seed {args.seed}",
             clock="wall clock",
         )
-    parameters = report.web_parameters(
+    parameters = eff.web_parameters(
         args.servers,
         args.pages,
         args.seed,
@@ -411,12 +410,11 @@ def main(argv: list[str] | None = None) -> int:
         delay_scale=args.delay_scale,
         settings={v: variant_settings(v, k, args.per_domain) for v in variants},
     )
-    environment = {**env, "scrapy": scrapy.__version__}
-    data = report.harness_record(
-        command, environment, elapsed, parameters, CRAWL_DEFINITIONS,
+    data = eff.harness_record(
+        command, env, elapsed, parameters, CRAWL_DEFINITIONS,
         web_info, main_checks, summary, curves, cpu=cpu, completeness=complete,
     )  # fmt: skip
-    report.write_harness("crawl", data, md, inc)
+    eff.write_harness("crawl", data, md, inc)
     return 0
 
 

@@ -3,8 +3,8 @@
 Reproduces the *shape* of the two-level scheduling study (Cao, Jiang and Singh, *Scheduling
 Web Crawl for Better Performance and Quality*, Princeton TR-682-03): a university domain of
 500 servers and 30,000 pages crawled over at most K = 64 connections, one per server.
-Everything runs on a virtual clock (:mod:`crawlsim.des`) over a generated web
-(:mod:`crawlsim.webgen`), so a full run takes about a minute and is exactly
+Everything runs on a virtual clock (:mod:`scrapy_twolevel.testweb.sim.des`) over a generated web
+(:mod:`scrapy_twolevel.testweb.sim.webgen`), so a full run takes about a minute and is exactly
 reproducible.
 
 Variants: the project's real ``TwoLevelFrontier`` with each built-in policy
@@ -51,18 +51,20 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import reporting as report
-from crawlsim.des import VARIANTS, CrawlRun, simulate
-from crawlsim.webgen import generate_paper_web, web_stats
+from harness import efficiency as eff
+from harness import report
+from harness.efficiency import QUALITY_MODELS, STOCK
+from harness.env import environment
 from harness.report import Clock, arg_parser, command_line
-from reporting import QUALITY_MODELS, STOCK
+from scrapy_twolevel.testweb.sim.des import VARIANTS, CrawlRun, simulate
+from scrapy_twolevel.testweb.sim.webgen import generate_paper_web, web_stats
 from scrapy_twolevel.testweb.web import WebSpec
 
 SWEEP_K = (8, 16, 32, 64, 96, 128)
 SWEEP_VARIANTS = ("breadth-first", "performance-first", "crawl-capability")
 
 SIM_DEFINITIONS = {
-    **report.DEFINITIONS,
+    **eff.DEFINITIONS,
     "session model": "the crawler closes a connection it has nothing to send on (two-level: "
     "when the host's session ends), as in the reference's T = 2*ConnectionTime + "
     "P*ResponseTime/p",
@@ -146,7 +148,7 @@ def sweep_table(data: dict[str, Any]) -> report.Table:
             f"{per_k[str(k)]['pages_per_s']:.0f} ({per_k[str(k)]['pages_per_s_first_half']:.0f})"
             for k in SWEEP_K
         ]
-        rows.append([report.LABELS[variant], *cells])
+        rows.append([eff.LABELS[variant], *cells])
     return ["variant", *(f"K={k}" for k in SWEEP_K)], rows
 
 
@@ -164,8 +166,8 @@ def plot_sweep(data: dict[str, Any], path: Path, title: str) -> None:
                 ks,
                 [per_k[str(k)][key] for k in ks],
                 marker="o",
-                color=report.COLORS[variant],
-                label=report.LABELS[variant],
+                color=eff.COLORS[variant],
+                label=eff.LABELS[variant],
             )
     axes[0].set_title("whole crawl: pages / total time")
     axes[1].set_title("first half of the pages: pages / 2 / time to reach them")
@@ -222,11 +224,11 @@ def main(argv: list[str] | None = None) -> int:
             main_runs[reuse][model] = run_variants(webs[model], reuse=reuse)
 
     main_summary = {
-        reuse: {model: report.summaries(runs) for model, runs in per_model.items()}
+        reuse: {model: eff.summaries(runs) for model, runs in per_model.items()}
         for reuse, per_model in main_runs.items()
     }
     main_curves = {
-        reuse: {model: report.curves(runs, args.points) for model, runs in per_model.items()}
+        reuse: {model: eff.curves(runs, args.points) for model, runs in per_model.items()}
         for reuse, per_model in main_runs.items()
     }
 
@@ -243,7 +245,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         independent[model] = {
             "web": web_stats(iweb),
-            "summary": report.summaries(run_variants(iweb)),
+            "summary": eff.summaries(run_variants(iweb)),
         }
 
     robustness: dict[str, Any] = {}
@@ -252,15 +254,13 @@ def main(argv: list[str] | None = None) -> int:
         per_model = {}
         for model in QUALITY_MODELS:
             sweb = generate_paper_web(n_servers, n_pages, seed=seed, quality=model)
-            per_model[model] = report.summaries(run_variants(sweb))
-        robustness[str(seed)] = {"summary": per_model, "checks": report.checks(per_model, proto)}
+            per_model[model] = eff.summaries(run_variants(sweb))
+        robustness[str(seed)] = {"summary": per_model, "checks": eff.checks(per_model, proto)}
 
-    main_checks = report.checks(main_summary["session"], proto)
-    pool_checks = report.checks(main_summary["pool"], proto)
-    independent_checks = report.checks(
-        {m: independent[m]["summary"] for m in QUALITY_MODELS}, proto
-    )
-    pf_ratio = report.pf_ratio_over_time(main_runs["session"]["pagerank"])
+    main_checks = eff.checks(main_summary["session"], proto)
+    pool_checks = eff.checks(main_summary["pool"], proto)
+    independent_checks = eff.checks({m: independent[m]["summary"] for m in QUALITY_MODELS}, proto)
+    pf_ratio = eff.pf_ratio_over_time(main_runs["session"]["pagerank"])
     elapsed = clock.elapsed()
 
     stats = web_info["pagerank"]
@@ -284,7 +284,7 @@ def main(argv: list[str] | None = None) -> int:
         + ", ".join(f"{r:.2f}x at {f:.0%} of T_BF" for f, r in pf_ratio)
         + "."
     )
-    env = report.environment()
+    env = environment("numpy")
     header = (
         f"Command: ``{command}``; {env['date']}, Python {env['python']}; whole run "
         f"{elapsed:.0f} s (virtual-clock simulation: every figure is exactly reproducible)."
@@ -292,7 +292,7 @@ def main(argv: list[str] | None = None) -> int:
 
     # (title, table) pairs, printed, written as Markdown and as the docs' reST fragment.
     sections: list[report.Section] = [
-        ("Reference shapes (session model)", pf_text, [("", report.checks_table(main_checks))])
+        ("Reference shapes (session model)", pf_text, [("", eff.checks_table(main_checks))])
     ]
     for model in QUALITY_MODELS:
         t_bf = main_summary["session"][model]["breadth-first"]["total_time"]
@@ -300,7 +300,7 @@ def main(argv: list[str] | None = None) -> int:
             (
                 f"{model} quality, session model (T_BF = {t_bf:.1f} s)",
                 f"sim_{model}.png",
-                [("", report.main_table(main_summary["session"][model]))],
+                [("", eff.main_table(main_summary["session"][model]))],
             )
         )
     for model in QUALITY_MODELS:
@@ -308,10 +308,10 @@ def main(argv: list[str] | None = None) -> int:
             (
                 f"{model} quality, pool model (sensitivity)",
                 "",
-                [("", report.main_table(main_summary["pool"][model]))],
+                [("", eff.main_table(main_summary["pool"][model]))],
             )
         )
-    sections.append(("Shapes in the pool model", "", [("", report.checks_table(pool_checks))]))
+    sections.append(("Shapes in the pool model", "", [("", eff.checks_table(pool_checks))]))
     sections.append(
         (
             "Connections sweep (PageRank web, session model)",
@@ -348,15 +348,15 @@ def main(argv: list[str] | None = None) -> int:
         (
             "Independent server sizes and speeds (size_speed_correlation = 0)",
             "",
-            [(m, report.main_table(independent[m]["summary"])) for m in QUALITY_MODELS]
-            + [("shapes on that web", report.checks_table(independent_checks))],
+            [(m, eff.main_table(independent[m]["summary"])) for m in QUALITY_MODELS]
+            + [("shapes on that web", eff.checks_table(independent_checks))],
         )
     )
     sections.append(
         (
             "Other seeds (session model)",
             "",
-            [(f"seed {seed}", report.checks_table(e["checks"])) for seed, e in robustness.items()],
+            [(f"seed {seed}", eff.checks_table(e["checks"])) for seed, e in robustness.items()],
         )
     )
 
@@ -374,7 +374,7 @@ def main(argv: list[str] | None = None) -> int:
 
     for model in QUALITY_MODELS:
         baseline = main_runs["session"][model]["breadth-first"].total_time
-        report.plot_model(
+        eff.plot_model(
             model,
             main_curves["session"][model],
             baseline,
@@ -387,16 +387,16 @@ def main(argv: list[str] | None = None) -> int:
         report.DOCS_RESULTS / "sim_sweep.png",
         f"Simulation: throughput vs connections ({n_servers} servers, PageRank web)",
     )
-    parameters = report.web_parameters(
+    parameters = eff.web_parameters(
         n_servers,
         n_pages,
         args.seed,
         k,
         args.per_domain,
-        generator="crawlsim.webgen.generate_paper_web defaults",
+        generator="scrapy_twolevel.testweb.sim.webgen.generate_paper_web defaults",
     )
     checks = {"session": main_checks, "pool": pool_checks, "independent": independent_checks}
-    data = report.harness_record(
+    data = eff.harness_record(
         command,
         env,
         elapsed,
@@ -414,7 +414,7 @@ def main(argv: list[str] | None = None) -> int:
         independent_sizes_and_speeds=independent,
         robustness=robustness,
     )
-    report.write_harness("sim", data, md, inc)
+    eff.write_harness("sim", data, md, inc)
     return 0
 
 

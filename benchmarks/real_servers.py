@@ -38,9 +38,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import scrapy
-
-import scrapy_twolevel
 from harness import DOCS_RESULTS, RESULTS, report
 from harness.crawl import pythonpath
 from harness.env import environment
@@ -146,7 +143,7 @@ def run_regime(
 
     ``rate_scale`` defaults to the regime's; ``refuse``: hosts answer requests faster than
     their rate with 429 + Retry-After (429) or nginx's bare 503 (503) instead of holding
-    them (0; see :mod:`host_health`).
+    them (0; used by the archived ``host_health`` study, benchmarks/ARCHIVE.md).
     """
     scale = REGIMES[regime] if rate_scale is None else rate_scale
     profiles = [p.scaled(scale) for p in servers.draw_profiles(len(sites), seed)]
@@ -496,10 +493,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         for regime in regimes
     }
-    env = environment(
-        {"scrapy": scrapy.__version__, "scrapy_twolevel": scrapy_twolevel.__version__},
-        nginx=servers.nginx_version(),
-    )
+    env = environment("scrapy", "scrapy_twolevel", nginx=servers.nginx_version())
     if args.quick:
         for regime, result in results.items():
             print(report.markdown(regime_table(regime, result)))

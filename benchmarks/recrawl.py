@@ -70,8 +70,8 @@ from typing import Any
 
 import numpy as np
 
-import reporting
-from harness import report
+from harness import DOCS_RESULTS, RESULTS, report
+from harness.env import environment, version
 from newssim import (
     EPOCH,
     Drift,
@@ -740,7 +740,7 @@ def _figures(m: dict[str, Any]) -> list[str]:
     ]
 
 
-def methods_table(methods: dict[str, Any]) -> reporting.Table:
+def methods_table(methods: dict[str, Any]) -> report.Table:
     head = ["method", "fetches", "hit rate %", "mean delay s", "p90 delay s", "missed"]
     rows = [
         [
@@ -752,7 +752,7 @@ def methods_table(methods: dict[str, Any]) -> reporting.Table:
     return head, rows
 
 
-def ratios_table(r: dict[str, Any], others: Sequence[str]) -> reporting.Table:
+def ratios_table(r: dict[str, Any], others: Sequence[str]) -> report.Table:
     head = ["planner vs", "fetches ratio", "mean delay ratio", "missed, difference"]
     rows = [
         [
@@ -766,7 +766,7 @@ def ratios_table(r: dict[str, Any], others: Sequence[str]) -> reporting.Table:
     return head, rows
 
 
-def reference_table(summary: dict[str, Any]) -> reporting.Table:
+def reference_table(summary: dict[str, Any]) -> report.Table:
     head = report.columns(
         "method | fetches | hit rate % | mean delay s | p90 delay s | missed | "
         "cost change | hit rate change | delay change"
@@ -796,7 +796,7 @@ def reference_table(summary: dict[str, Any]) -> reporting.Table:
     return head, rows
 
 
-def fixed_table(summary: dict[str, Any]) -> reporting.Table:
+def fixed_table(summary: dict[str, Any]) -> report.Table:
     head = ["interval", "fetches", "hit rate %", "mean delay s", "p90 delay s", "missed"]
     rows = []
     for i in FIXED_INTERVALS:
@@ -811,7 +811,7 @@ def fixed_table(summary: dict[str, Any]) -> reporting.Table:
     return head, rows
 
 
-def curve_table(summary: dict[str, Any], setup: Setup) -> reporting.Table:
+def curve_table(summary: dict[str, Any], setup: Setup) -> report.Table:
     head = report.columns(
         "cost of fixed | fetches | fixed delay s | planner delay s | true-rate delay s | "
         "clairvoyant delay s | fixed missed | planner missed"
@@ -834,7 +834,7 @@ def curve_table(summary: dict[str, Any], setup: Setup) -> reporting.Table:
     return head, rows
 
 
-def model_table(rows: list[dict[str, Any]]) -> reporting.Table:
+def model_table(rows: list[dict[str, Any]]) -> report.Table:
     head = report.columns(
         "key | kind | seeds | articles (30 d) | per day | CV R² | tail R² | "
         "ceiling (est.) | ceiling (true) | tail dev. forest | tail dev. GLM | CV R² GLM | "
@@ -858,7 +858,7 @@ def model_table(rows: list[dict[str, Any]]) -> reporting.Table:
     return head, out
 
 
-def model_summary_table(ms: dict[str, Any]) -> reporting.Table:
+def model_summary_table(ms: dict[str, Any]) -> report.Table:
     head = report.columns(
         "keys | count | articles/day | CV R² forest | CV R² GLM | tail R² forest | "
         "tail R² GLM | ceiling (est.) | ceiling (true) | tail dev. forest | tail dev. GLM | "
@@ -886,14 +886,14 @@ def model_summary_table(ms: dict[str, Any]) -> reporting.Table:
     return head, rows
 
 
-def variants_table(summary: dict[str, Any], worlds: list[dict[str, Any]]) -> reporting.Table:
+def variants_table(summary: dict[str, Any], worlds: list[dict[str, Any]]) -> report.Table:
     keys = sum(w["model_variants"]["keys"] for w in worlds)
     head = ["model", f"excess Poisson deviance, next 7 days ({keys} keys)"]
     rows = [[name, _r(x, digits=3)] for name, x in summary["model_variants"].items()]
     return head, rows
 
 
-def checks_table(items: list[dict[str, Any]]) -> reporting.Table:
+def checks_table(items: list[dict[str, Any]]) -> report.Table:
     rows = []
     for c in items:
         verdict = "yes" if c["met"] else "**no**"
@@ -1100,7 +1100,7 @@ def findings(summary: dict[str, Any], checklist: list[dict[str, Any]]) -> list[s
 
 def scenario_section(
     summary: dict[str, Any], scenario: str, others: Sequence[str], title: str, note: str
-) -> reporting.Section:
+) -> report.Section:
     """A scenario's methods at equal cost, then their ratios to the planner per world."""
     ratios = ratios_table(summary[f"{scenario}_ratios"], others)
     return title, note, [("", methods_table(summary[scenario])), ("Ratios, per world", ratios)]
@@ -1114,10 +1114,7 @@ def write_outputs(
     command: str,
     run_time: float,
 ) -> None:
-    env = reporting.environment()
-    import sklearn
-
-    env["scikit-learn"] = sklearn.__version__
+    env = environment("numpy", **{"scikit-learn": version("sklearn")})
 
     def flat(methods: dict[str, Any]) -> dict[str, Any]:
         return {
@@ -1148,8 +1145,8 @@ def write_outputs(
         "summary": summary,
         "worlds": worlds,
     }
-    reporting.RESULTS_DIR.mkdir(parents=True, exist_ok=True)
-    (reporting.RESULTS_DIR / "recrawl.json").write_text(
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / "recrawl.json").write_text(
         report.compact_json(_clean(data), allow_nan=False, default=_jsonable) + "\n",
         encoding="utf-8",
     )
@@ -1166,7 +1163,7 @@ def write_outputs(
         "half-width of its 95% confidence interval (Student t); ratios are per world. See "
         "the docstring of benchmarks/recrawl.py for the methods.",
     ]
-    sections: list[reporting.Section] = [
+    sections: list[report.Section] = [
         ("What the numbers show", "\n\n".join(findings(summary, checklist)), []),
         ("Targets", "", [("", checks_table(checklist))]),
         ("Delay and missed articles vs cost", "recrawl_delay_vs_cost.png", []),
@@ -1241,7 +1238,7 @@ def write_outputs(
         "equal cost": "each method's knob tuned until its fetches are within 1% of the target",
         "CI": "half-width of the 95% Student-t interval of the mean over the worlds",
     }
-    png = reporting.DOCS_RESULTS / "recrawl_delay_vs_cost.png"
+    png = DOCS_RESULTS / "recrawl_delay_vs_cost.png"
     report.publish(
         "recrawl",
         "Recrawl planner: news seed pages",
@@ -1272,11 +1269,11 @@ def main() -> int:
     summary = summarize(worlds)
     checklist = checks(summary)
     if args.quick:
-        print(reporting.markdown(methods_table(summary["equal_cost"])))
-        print(reporting.markdown(methods_table(summary["at_nutch_cost"])))
-        print(reporting.markdown(reference_table(summary)))
-        print(reporting.markdown(methods_table(summary["drift"])))
-        print(reporting.markdown(checks_table(checklist)))
+        print(report.markdown(methods_table(summary["equal_cost"])))
+        print(report.markdown(methods_table(summary["at_nutch_cost"])))
+        print(report.markdown(reference_table(summary)))
+        print(report.markdown(methods_table(summary["drift"])))
+        print(report.markdown(checks_table(checklist)))
         print(f"--quick: nothing written ({run_time:.0f} s)")
         return 0
     command = report.command_line(__file__, sys.argv[1:])

@@ -55,9 +55,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness import RESULTS, report
-from harness.crawl import Snapshot, pythonpath, worker_result
-from harness.env import environment as base_environment
+from harness import DOCS_RESULTS, RESULTS, report
+from harness.crawl import Snapshot, pythonpath, snapshot_package, worker_result
+from harness.env import environment
 
 BATCH = 1_000
 SEED = 20240601
@@ -379,48 +379,6 @@ def profile_config(variant_key: str, n: int, hosts: int, out: Path) -> None:
 # -- parent side: run every configuration in a subprocess, then report ----------------
 
 
-def _git(cwd: Path, *args: str) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run(["git", *args], cwd=cwd, capture_output=True, check=False)
-
-
-def snapshot_package(dest: Path, source: str = "head") -> dict[str, Any]:
-    """Copy ``scrapy_twolevel`` to ``dest`` so every worker runs the same code.
-
-    The checkout is edited while the benchmark runs; the workers import the copy
-    (``PYTHONPATH`` comes before the editable install's finder). ``source="head"`` takes the
-    package as committed at ``HEAD`` (``git archive``), ``"worktree"`` as it is on disk now.
-    Returns the commit, which source was used, whether the working tree differed from the
-    commit, and a hash of the copied sources.
-    """
-    import hashlib
-    import io
-    import tarfile
-
-    import scrapy_twolevel
-
-    src = Path(scrapy_twolevel.__file__).resolve().parent
-    repo = src.parent
-    commit = _git(repo, "rev-parse", "HEAD").stdout.decode().strip()
-    dirty = bool(_git(repo, "status", "--porcelain", "--", src.name).stdout.strip())
-    archive = _git(repo, "archive", "--format=tar", "HEAD", src.name) if source == "head" else None
-    if archive is not None and archive.returncode == 0:
-        with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
-            tar.extractall(dest, filter="data")
-    else:
-        source = "worktree"
-        shutil.copytree(src, dest / src.name, ignore=shutil.ignore_patterns("__pycache__"))
-    digest = hashlib.sha256()
-    for path in sorted((dest / src.name).rglob("*.py")):
-        digest.update(path.relative_to(dest).as_posix().encode())
-        digest.update(path.read_bytes())
-    return {
-        "commit": commit,
-        "source": source,
-        "worktree_differs_from_commit": dirty,
-        "package_sha256": digest.hexdigest(),
-    }
-
-
 def run_subprocess(
     variant: str, n: int, hosts: int, cap_s: float, snapshot: Path | None = None
 ) -> dict[str, Any]:
@@ -732,14 +690,6 @@ def plot(runs: list[dict[str, Any]], out_dir: Path, name: str) -> list[Path]:
     return [cpu_png, mem_png]
 
 
-def environment() -> dict[str, Any]:
-    import scrapy
-    import twisted
-
-    versions = {"scrapy": scrapy.__version__, "twisted": twisted.__version__}
-    return base_environment(versions, detailed=True, open_files_limit=_open_files_limit())
-
-
 def _open_files_limit() -> int | None:
     try:
         import resource
@@ -781,7 +731,6 @@ def write_reports(
     out_dir: Path,
     name: str,
 ) -> str:
-    import reporting  # here, not at the top: workers must not import it (nor numpy with it)
 
     add_ratios(runs)
     code = env.get("code", {})
@@ -790,7 +739,7 @@ def write_reports(
     targets = verdict_tables(per_run, flat)
     # The committed run's figures go where the docs show them; other runs keep theirs.
     canonical = out_dir.resolve() == RESULTS.resolve() and name == "scheduler"
-    pngs = plot(runs, reporting.DOCS_RESULTS if canonical else out_dir, name)
+    pngs = plot(runs, DOCS_RESULTS if canonical else out_dir, name)
     data = {
         "command": command,
         "environment": env,
@@ -838,9 +787,9 @@ def write_reports(
     (out_dir / f"{name}.md").write_text("\n".join(md), encoding="utf-8")
     if canonical:
         table_rst, *target_rst = [
-            reporting.rst(t) for t in reporting.tables_from_markdown(table + "\n" + targets)
+            report.rst(t) for t in report.tables_from_markdown(table + "\n" + targets)
         ]
-        reporting.write_docs_fragment(
+        report.write_docs_fragment(
             "scheduler",
             [
                 f"Command: ``{command}``; {env['date']}; Python {env['python']}, Scrapy "
@@ -937,7 +886,7 @@ def main(argv: list[str] | None = None) -> int:
     name = args.name or ("scheduler_quick" if args.quick else "scheduler")
     command = report.command_line(__file__, sys.argv[1:])
     args.out_dir.mkdir(parents=True, exist_ok=True)
-    env = environment()
+    env = environment("scrapy", "twisted", detailed=True, open_files_limit=_open_files_limit())
     snapshot = Snapshot("twolevel-bench-src-", lambda copy: snapshot_package(copy, args.code))
     env["code"] = snapshot.code
     started = time.perf_counter()

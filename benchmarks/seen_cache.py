@@ -56,8 +56,8 @@ from pathlib import Path
 from typing import Any
 
 from harness import DOCS_RESULTS, RESULTS, ROOT, report
-from harness.crawl import Snapshot, pythonpath, worker_result
-from harness.env import environment as base_environment
+from harness.crawl import Snapshot, pythonpath, snapshot_package, worker_result
+from harness.env import environment
 
 NAME = "seen_cache"
 
@@ -1060,25 +1060,6 @@ def plot_rss(runs: list[dict[str, Any]], path: Path) -> None:
     report.save_figure(fig, path, dpi=90)
 
 
-def environment() -> dict[str, Any]:
-    import scrapy
-    import w3lib
-
-    try:
-        from importlib.metadata import version
-
-        pybloom = version("pybloom-live")
-    except Exception:  # pragma: no cover - reporting only
-        pybloom = None
-    versions = {
-        "scrapy": scrapy.__version__,
-        "w3lib": getattr(w3lib, "__version__", None),
-        "pybloom_live": pybloom,
-        "sqlite": __import__("sqlite3").sqlite_version,
-    }
-    return base_environment(versions, detailed=True, load_average_at_start=os.getloadavg())
-
-
 def method_notes(jobs: int) -> list[str]:
     return [
         "Each filter runs in a fresh subprocess importing a copy of scrapy_twolevel taken at "
@@ -1127,8 +1108,6 @@ def _docutils_check(text: str) -> list[str]:
 
 
 def write_reports(data: dict[str, Any], out_dir: Path, name: str) -> str:
-    import reporting  # here, not at the top: workers must not import it
-
     runs = data["runs"]
     add_ratios(runs)
     summary = summarize(runs)
@@ -1174,7 +1153,7 @@ def write_reports(data: dict[str, Any], out_dir: Path, name: str) -> str:
     md += [skipped, ""] if skipped else []
     md += [f"![RSS vs URLs]({os.path.relpath(png, out_dir)})", ""]
     for title, note, table in sections:
-        md += [f"## {title}", ""] + ([note, ""] if note else []) + [reporting.markdown(table)]
+        md += [f"## {title}", ""] + ([note, ""] if note else []) + [report.markdown(table)]
     md += ["## Bloom backend", "", backend_text, "", "## Workload", ""]
     md += [f"- {note}" for note in data["workload"]] + ["", "## Method", ""]
     md += [f"- {note}" for note in data["method"]] + [""]
@@ -1184,7 +1163,7 @@ def write_reports(data: dict[str, Any], out_dir: Path, name: str) -> str:
         inc += [skipped, ""] if skipped else []
         inc += [f".. image:: results/{png.name}", "   :width: 100%", ""]
         for title, note, table in sections:
-            inc += [f"**{title}.**" + (f" {note}" if note else ""), "", reporting.rst(table)]
+            inc += [f"**{title}.**" + (f" {note}" if note else ""), "", report.rst(table)]
         inc += ["**Bloom backend.** " + backend_text, "", "**Workload.**", ""]
         inc += [f"- {note}" for note in data["workload"]] + ["", "**Method.**", ""]
         inc += [f"- {note}" for note in data["method"]] + [""]
@@ -1193,12 +1172,12 @@ def write_reports(data: dict[str, Any], out_dir: Path, name: str) -> str:
             print("docutils on the docs fragment:\n" + "\n".join(problems), file=sys.stderr)
         else:
             print("docs fragment: docutils reports no warnings")
-        reporting.write_docs_fragment(name, inc)
+        report.write_docs_fragment(name, inc)
     return "\n".join(
         [
-            reporting.markdown(main_t),
-            reporting.markdown(layers_t),
-            reporting.markdown(targets_t),
+            report.markdown(main_t),
+            report.markdown(layers_t),
+            report.markdown(targets_t),
             backend_text,
         ]
     )
@@ -1285,10 +1264,12 @@ def main(argv: list[str] | None = None) -> int:
         groups = [(n, keys) for n, keys in groups if not any(k.startswith("layers") for k in keys)]
     name = args.name or (f"{NAME}_quick" if args.quick else NAME)
     command = report.command_line(__file__, sys.argv[1:])
-    from scheduler_overhead import snapshot_package
 
     args.out_dir.mkdir(parents=True, exist_ok=True)
-    env = environment()
+    env = environment(
+        "scrapy", "w3lib", "pybloom_live", "sqlite", detailed=True,
+        load_average_at_start=os.getloadavg(),
+    )  # fmt: skip
     snapshot = Snapshot("twolevel-seen-src-", lambda copy: snapshot_package(copy, args.code))
     logdir = Path(tempfile.mkdtemp(prefix="twolevel-seen-logs-"))
     env["code"] = snapshot.code

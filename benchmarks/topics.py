@@ -41,7 +41,8 @@ from harness.report import columns
 
 harness.use_checkout()
 
-from reporting import environment, markdown, rst  # noqa: E402
+from harness.env import environment  # noqa: E402
+from harness.report import markdown, rst  # noqa: E402
 from scrapy_twolevel.testweb.process import ServerProcess  # noqa: E402
 from scrapy_twolevel.testweb.web import HostProfile, generate_web, host_address  # noqa: E402
 
@@ -242,7 +243,7 @@ def main(argv: list[str] | None = None) -> int:
     command = "python benchmarks/topics.py"
     data = {
         "command": command,
-        "environment": environment(),
+        "environment": environment("numpy"),
         "topics": TOPIC_SETTINGS,
         "rows": rows,
     }

@@ -1,11 +1,12 @@
-"""The distributed-mode simulation (benchmarks/distributed_sim.py): what its rebalancing does.
+"""The distributed-mode simulation (``scrapy_twolevel.testweb.sim.nodes``, which
+``benchmarks/distributed_sim.py`` runs at full size): what its rebalancing does.
 
 Small webs, so it runs in a second; the benchmark's own figures come from the script.
 """
 
 from __future__ import annotations
 
-from distributed_sim import make_hosts, simulate
+from scrapy_twolevel.testweb.sim.nodes import make_hosts, simulate
 
 
 def run(nodes, every):

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from crawlsim.des import (
+from scrapy_twolevel.frontier import CostParams
+from scrapy_twolevel.testweb.sim.des import (
     VARIANTS,
     CrawlRun,
     Fetch,
@@ -23,11 +24,10 @@ from crawlsim.des import (
     simulate_stock,
     simulate_twolevel,
 )
-from crawlsim.webgen import generate_paper_web, pagerank, web_stats
-from scrapy_twolevel.frontier import CostParams
+from scrapy_twolevel.testweb.sim.webgen import generate_paper_web, pagerank, web_stats
 from scrapy_twolevel.testweb.web import HostSpec, PageSpec, WebSpec, host_address, page_path
 
-BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
+ROOT = Path(__file__).resolve().parent.parent
 
 D = 0.85
 
@@ -167,18 +167,19 @@ def test_generator_rejects_bad_parameters():
 
 
 def test_sim_package_imports_neither_scrapy_nor_twisted():
-    """In a fresh interpreter whose path has ``benchmarks/`` (as when a benchmark script
-    runs), the simulator and the frontier it drives load without Scrapy or Twisted."""
+    """In a fresh interpreter (as when a benchmark script runs), the simulator and the
+    frontier it drives load without Scrapy or Twisted."""
     code = (
-        "import json, sys; import crawlsim.des, crawlsim.webgen; "
-        "print(json.dumps([crawlsim.__file__, 'scrapy_twolevel.frontier' in sys.modules, "
+        "import json, sys; import scrapy_twolevel.testweb.sim as sim; "
+        "import scrapy_twolevel.testweb.sim.nodes; "
+        "print(json.dumps([sim.__file__, 'scrapy_twolevel.frontier' in sys.modules, "
         "sorted({m.split('.')[0] for m in sys.modules} & {'scrapy', 'twisted'})]))"
     )
     out = subprocess.run(
-        [sys.executable, "-c", code], cwd=BENCHMARKS, capture_output=True, text=True, check=True
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
     )
     sim_file, frontier_loaded, framework_modules = json.loads(out.stdout)
-    assert Path(sim_file).parent == BENCHMARKS / "crawlsim"
+    assert Path(sim_file).parent == ROOT / "scrapy_twolevel" / "testweb" / "sim"
     assert frontier_loaded
     assert framework_modules == []
 

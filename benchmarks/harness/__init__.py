@@ -1,8 +1,17 @@
 """What the benchmark scripts share, so that each script keeps only its own study.
 
-- :mod:`harness.env`: the machine and software facts every results file records;
-- :mod:`harness.crawl`: crawls and workers run in subprocesses, and what they report;
-- :mod:`harness.report`: tables, result files, docs fragments, figures, ratios and verdicts.
+- :mod:`harness.env`: the machine and software facts every results file records (the one
+  ``environment()``);
+- :mod:`harness.crawl`: workers run in subprocesses on a snapshot of the package, and what
+  they report;
+- :mod:`harness.report`: tables, result files, docs fragments, figures, ratios and verdicts
+  (the one report module);
+- :mod:`harness.efficiency`: the crawl-efficiency metrics, checks and plots that
+  ``efficiency_sim.py`` and ``efficiency_crawl.py`` share (rendered by :mod:`harness.report`).
+
+The simulators that tests share with the benchmarks live in the package
+(``scrapy_twolevel.testweb.sim``), so no test imports from here and nothing here imports
+a test.
 
 The paths are decided here, once: committed results go to ``benchmarks/results/`` and the
 docs' tables and figures to ``docs/results/``, whichever script writes them.

@@ -1,16 +1,11 @@
-"""Crawls and workers run in subprocesses, and reading what they report.
+"""Workers run in subprocesses, and reading what they report.
 
-Every measured crawl or configuration runs in a process of its own, so that its CPU time,
-RSS and Twisted reactor are its own. Two kinds:
-
-- a crawl of the test web (:func:`crawl_test_web`): ``python -m scrapy_twolevel.testweb
-  crawl`` on a web file, each setting passed as JSON, with ``benchmarks/`` on
-  ``PYTHONPATH`` so that a setting can name an extension defined in a script; the crawl
-  leaves its result at ``out``;
-- a worker (:func:`worker_result`): the script itself re-run with ``--worker``, which prints
-  its result as the last line of JSON; a failed worker becomes a row with an ``error``.
-  Workers import a :class:`Snapshot` of ``scrapy_twolevel`` taken when the run starts, so
-  that edits to the checkout during a long run do not mix two versions in one table.
+Every measured configuration runs in a process of its own, so that its CPU time, RSS and
+Twisted reactor are its own: the script itself re-run with ``--worker``, which prints its
+result as the last line of JSON (:func:`worker_result`; a failed worker becomes a row with
+an ``error``). Workers import a :class:`Snapshot` of ``scrapy_twolevel`` taken when the run
+starts (:func:`snapshot_package`), so that edits to the checkout during a long run do not
+mix two versions in one table; :func:`pythonpath` puts the copy first.
 """
 
 from __future__ import annotations
@@ -19,13 +14,10 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
-
-from harness import BENCH
 
 
 def pythonpath(*dirs: Path | str | None) -> dict[str, str]:
@@ -37,24 +29,46 @@ def pythonpath(*dirs: Path | str | None) -> dict[str, str]:
     return env
 
 
-def crawl_test_web(
-    web_file: Path,
-    out: Path,
-    settings: dict[str, Any],
-    timeout: float,
-    delay_scale: float = 1.0,
-) -> subprocess.CompletedProcess[str]:
-    """One crawl of the test web; raises :class:`subprocess.TimeoutExpired` after ``timeout``.
+def _git(cwd: Path, *args: str) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(["git", *args], cwd=cwd, capture_output=True, check=False)
 
-    ``delay_scale`` multiplies every host's delays (the server's ``--delay-scale``).
+
+def snapshot_package(dest: Path, source: str = "head") -> dict[str, Any]:
+    """Copy ``scrapy_twolevel`` to ``dest`` so every worker runs the same code.
+
+    The checkout is edited while the benchmark runs; the workers import the copy
+    (``PYTHONPATH`` comes before the editable install's finder). ``source="head"`` takes the
+    package as committed at ``HEAD`` (``git archive``), ``"worktree"`` as it is on disk now.
+    Returns the commit, which source was used, whether the working tree differed from the
+    commit, and a hash of the copied sources.
     """
-    out.unlink(missing_ok=True)
-    cmd = [sys.executable, "-m", "scrapy_twolevel.testweb", "crawl", "--web", str(web_file)]
-    cmd += ["--output", str(out), "--delay-scale", repr(delay_scale)]
-    for name, value in settings.items():
-        cmd += ["--set", f"{name}={json.dumps(value)}"]
-    env = pythonpath(BENCH)
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+    import hashlib
+    import io
+    import tarfile
+
+    import scrapy_twolevel
+
+    src = Path(scrapy_twolevel.__file__).resolve().parent
+    repo = src.parent
+    commit = _git(repo, "rev-parse", "HEAD").stdout.decode().strip()
+    dirty = bool(_git(repo, "status", "--porcelain", "--", src.name).stdout.strip())
+    archive = _git(repo, "archive", "--format=tar", "HEAD", src.name) if source == "head" else None
+    if archive is not None and archive.returncode == 0:
+        with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
+            tar.extractall(dest, filter="data")
+    else:
+        source = "worktree"
+        shutil.copytree(src, dest / src.name, ignore=shutil.ignore_patterns("__pycache__"))
+    digest = hashlib.sha256()
+    for path in sorted((dest / src.name).rglob("*.py")):
+        digest.update(path.relative_to(dest).as_posix().encode())
+        digest.update(path.read_bytes())
+    return {
+        "commit": commit,
+        "source": source,
+        "worktree_differs_from_commit": dirty,
+        "package_sha256": digest.hexdigest(),
+    }
 
 
 class Snapshot:

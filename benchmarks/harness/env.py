@@ -10,22 +10,39 @@ each with the versions of what it measures and any facts of its own after them.
 from __future__ import annotations
 
 import datetime as dt
+import importlib
 import os
 import platform
+from importlib import metadata
 from typing import Any
 
 
-def environment(
-    versions: dict[str, Any] | None = None, *, detailed: bool = False, **extra: Any
-) -> dict[str, Any]:
-    """Date, Python, ``versions``, platform, CPUs (and memory when ``detailed``), ``extra``."""
+def version(name: str) -> str | None:
+    """The installed version of ``name``: its module's ``__version__``, else its
+    distribution's; ``"sqlite"`` is the SQLite library's. None if it has none."""
+    if name == "sqlite":
+        import sqlite3
+
+        return sqlite3.sqlite_version
+    found = getattr(importlib.import_module(name), "__version__", None)
+    if found is None:
+        try:
+            found = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            return None
+    return str(found)
+
+
+def environment(*packages: str, detailed: bool = False, **extra: Any) -> dict[str, Any]:
+    """Date, Python, the version of each of ``packages`` (by name, see :func:`version`),
+    platform, CPUs (and memory when ``detailed``), then ``extra``."""
     now = dt.datetime.now(dt.UTC)
     env: dict[str, Any] = {
         "date": now.isoformat(timespec="seconds")
         if detailed
         else now.strftime("%Y-%m-%d %H:%M UTC"),
         "python": platform.python_version(),
-        **(versions or {}),
+        **{name: version(name) for name in packages},
         "platform": platform.platform(),
     }
     if detailed:

@@ -191,34 +191,6 @@ def publish(
     print(f"Results: {RESULTS}/{name}.*, {DOCS_RESULTS}/")
 
 
-def publish_runs(
-    script: str,
-    args: Sequence[str],
-    name: str,
-    title: str,
-    *,
-    runs: dict[str, Any],
-    elapsed: float,
-    table: Table,
-    full: bool,
-    notes: Sequence[str] = (),
-    caption: str = "",
-    definitions: dict[str, str] | None = None,
-) -> None:
-    """The end every small study shares: at a reduced size print the table and write
-    nothing; else write ``results/<name>.json`` (the command and every run) and publish."""
-    if not full:
-        print(markdown(table))
-        print("not the full size: nothing written")
-        return
-    command = command_line(script, args)
-    data = {"command": command, "runs": runs, "run_time_s": round(elapsed, 1)}
-    (RESULTS / f"{name}.json").write_text(compact_json(data) + "\n")
-    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-    intro = [f"Command: ``{command}``; {when}; the whole run took {elapsed / 60:.0f} minutes."]
-    publish(name, title, [*intro, *notes], [(caption, "", [("", table)])], definitions or {})
-
-
 def compact_json(data: Any, **dumps: Any) -> str:
     """Indented JSON with every innermost list (numbers, curve points) on one line."""
     text = json.dumps(data, indent=1, **dumps)

@@ -8,7 +8,7 @@
   crawl, and places the clairvoyant's fetches.
 
 Pure (numpy and seeds, no I/O) and not installed with ``scrapy_twolevel``: it serves
-``benchmarks/recrawl.py`` and lives beside it, like :mod:`crawlsim`.
+``benchmarks/recrawl.py`` and lives beside it, like :mod:`realweb` beside ``real_servers.py``.
 """
 
 from .crawl import (

@@ -1,16 +1,16 @@
-"""A pure simulation of crawls: the reference study's web and a discrete-event crawl.
+"""Crawls of a test web on a virtual clock, for the tests and the benchmarks.
 
 * :mod:`.webgen` generates the reference study's web (500 servers, 30,000 pages) as a
   :class:`~scrapy_twolevel.testweb.web.WebSpec`, so the same web can be served by the test
   web server for a real crawl,
 * :mod:`.des` crawls a web on a virtual clock, driving the real two-level frontier or a
-  model of Scrapy's stock scheduler and downloader.
+  model of Scrapy's stock scheduler and downloader; :mod:`.run` holds what a crawl did,
+* :mod:`.nodes` simulates the distributed mode's nodes sharing the hosts of a crawl.
 
-Imports neither Scrapy nor Twisted (numpy for PageRank). It serves the benchmarks and
-``tests/test_sim.py`` only, so it lives here, beside them, and is not installed with
-``scrapy_twolevel`` (which users install without numpy): run the benchmarks as
-``python benchmarks/<script>.py``, which puts ``benchmarks/`` on ``sys.path``; pytest adds it
-through ``pythonpath`` in ``pyproject.toml``.
+Imports neither Scrapy nor Twisted (numpy, a dependency of scikit-learn, for PageRank).
+Not part of the public API: it serves ``tests/test_sim.py``, ``tests/test_distributed_sim.py``
+and the benchmarks (``benchmarks/efficiency_sim.py``, ``efficiency_crawl.py``,
+``distributed_sim.py``), which import it from here so that no test imports a benchmark.
 """
 
 from .des import (

@@ -65,7 +65,7 @@ from typing import Literal
 
 import numpy as np
 
-from scrapy_twolevel.testweb.web import HostSpec, PageSpec, WebSpec, host_address, page_path
+from ..web import HostSpec, PageSpec, WebSpec, host_address, page_path
 
 __all__ = ["QualityModel", "generate_paper_web", "pagerank", "web_stats"]
 

@@ -1,12 +1,10 @@
-"""What the benchmarks share: tables rendered for the console and the docs, result files,
-and the crawl-efficiency metrics, checks and plots.
+"""The crawl-efficiency figures both efficiency harnesses share: metrics, checks, plots.
 
 ``efficiency_sim.py`` (discrete-event simulation) and ``efficiency_crawl.py`` (real
 ``scrapy crawl`` runs against the local test web) both turn a crawl into a
-:class:`~crawlsim.des.CrawlRun` and report it here, so the two harnesses print
-the same figures, check the same reference shapes and draw the same three-panel plots.
-The table rendering and result files every study shares are in :mod:`harness.report`
-(available here too, as ``reporting.markdown`` etc.).
+:class:`~scrapy_twolevel.testweb.sim.run.CrawlRun` and report it here, so the two harnesses
+print the same figures, check the same reference shapes and draw the same three-panel
+plots. Tables, docs fragments and figures are rendered by :mod:`harness.report`.
 
 Outputs, per crawl-efficiency harness (``sim`` or ``crawl``):
 
@@ -25,36 +23,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from crawlsim.des import STOCK_VARIANTS, CrawlRun
 from harness import DOCS_RESULTS, RESULTS
-from harness import env as _env
-from harness.report import (
-    Section,
-    Table,
-    columns,
-    markdown,
-    print_sections,
-    render,
-    rst,
-    save_figure,
-    tables_from_markdown,
-    write_docs_fragment,
-)
+from harness.report import Table, columns, save_figure, write_docs_fragment
+from scrapy_twolevel.testweb.sim.des import STOCK_VARIANTS
+from scrapy_twolevel.testweb.sim.run import CrawlRun
 
-__all__ = [
-    "DOCS_RESULTS",
-    "RESULTS_DIR",
-    "Section",
-    "Table",
-    "markdown",
-    "print_sections",
-    "render",
-    "rst",
-    "tables_from_markdown",
-    "write_docs_fragment",
-]
-
-RESULTS_DIR = RESULTS
 RESULTS_JSON = RESULTS / "efficiency.json"
 
 QUALITY_MODELS = ("pagerank", "zipf")
@@ -343,12 +316,6 @@ def plot_model(
 # -- result files ---------------------------------------------------------------------------
 
 
-def environment() -> dict[str, Any]:
-    import numpy
-
-    return _env.environment({"numpy": numpy.__version__})
-
-
 def harness_record(
     command: str,
     environment: dict[str, Any],
@@ -392,6 +359,6 @@ def write_harness(
         combined = json.loads(RESULTS_JSON.read_text(encoding="utf-8"))
     combined[harness] = data
     RESULTS_JSON.write_text(json.dumps(combined, indent=1) + "\n", encoding="utf-8")
-    (RESULTS_DIR / f"efficiency_{harness}.md").write_text("\n".join(md), encoding="utf-8")
+    (RESULTS / f"efficiency_{harness}.md").write_text("\n".join(md), encoding="utf-8")
     write_docs_fragment(f"efficiency_{harness}", inc)
     print(f"Results: {RESULTS_JSON} (section {harness!r}), {DOCS_RESULTS}/")
