@@ -9,11 +9,21 @@ policies, and the two error types.
 from __future__ import annotations
 
 import importlib
+from typing import TYPE_CHECKING
 
 from .addon import Addon
 from .config import TwoLevelConfig
 from .errors import SettingsError, StateError
 from .frontier.policies import Policy
+
+if TYPE_CHECKING:
+    # The lazy names below, for type checkers; at run time ``__getattr__`` imports them.
+    from .dupefilter import SeenCacheDupeFilter
+    from .duplicate_links import DuplicateLinksMiddleware
+    from .middleware import HostMetricsMiddleware
+    from .scheduler import TwoLevelScheduler
+    from .seeds import SeedMiddleware
+    from .topics import TopicMiddleware
 
 __all__ = [
     "Addon",

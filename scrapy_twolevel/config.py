@@ -112,11 +112,12 @@ def real(rule: str, ok: Callable[[float], bool]) -> Rule:
     return lambda name, raw: _real(name, raw, rule, ok)
 
 
-def choice(*valid: str) -> Rule:
+def choice(*valid: str) -> Callable[[str, Any], str]:
     def check(name: str, value: Any) -> str:
         if value not in valid:
             raise SettingsError(f"{name}={value!r} is not valid; use one of: {', '.join(valid)}")
-        return value
+        chosen: str = value  # one of ``valid``
+        return chosen
 
     return check
 

@@ -52,3 +52,34 @@ def test_the_public_names_are_the_documented_components() -> None:
     for name, path in by_name.items():
         module, _, attr = path.rpartition(".")
         assert getattr(scrapy_twolevel, name) is getattr(importlib.import_module(module), attr)
+
+
+def test_the_lazy_public_names_are_declared_for_type_checkers_and_stay_lazy() -> None:
+    """Each name ``__getattr__`` imports on first use is imported, from the same module,
+    under ``TYPE_CHECKING`` (so type checkers see the class, not ``object``), and
+    ``import scrapy_twolevel`` alone imports none of those modules, nor Scrapy."""
+    import ast
+    import subprocess
+    import sys
+
+    import scrapy_twolevel
+
+    tree = ast.parse((PACKAGE / "__init__.py").read_text(encoding="utf-8"))
+    declared = {
+        alias.name: "." + node.module
+        for block in tree.body
+        if isinstance(block, ast.If) and ast.unparse(block.test) == "TYPE_CHECKING"
+        for node in block.body
+        if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module
+        for alias in node.names
+    }
+    assert declared == scrapy_twolevel._LAZY
+    code = """
+import sys
+import scrapy_twolevel
+lazy = {"scrapy"} | {"scrapy_twolevel" + m for m in scrapy_twolevel._LAZY.values()}
+print(sorted(lazy & set(sys.modules)))
+"""
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.strip() == "[]"

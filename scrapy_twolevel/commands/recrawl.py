@@ -102,11 +102,11 @@ def _stores(settings: Settings, spider_name: str) -> Iterator[tuple[Any, ModelSt
     if not history_path.exists():
         yield None
         return
-    history = HistoryStore(history_path)
+    file_history = HistoryStore(history_path)
     try:
-        yield history, FileModelStore(model_path), str(history_path)
+        yield file_history, FileModelStore(model_path), str(history_path)
     finally:
-        history.close()
+        file_history.close()
 
 
 def train(settings: Settings, spider_name: str, as_of: float | None = None) -> int:

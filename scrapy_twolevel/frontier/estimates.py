@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, fields
+from typing import Any
 
 #: A response later than ``DELAY_FACTOR`` times the host's usual latency, and by at least
 #: ``DELAY_MIN`` seconds, was held by the server: a rate limit (nginx ``limit_req`` in delay
@@ -350,26 +351,23 @@ class HostEstimate:
         }
 
     @classmethod
-    def from_dict(cls, data: dict[str, object]) -> HostEstimate:
+    def from_dict(cls, data: dict[str, Any]) -> HostEstimate:
         """Rebuild from :meth:`to_dict`; raises ``ValueError`` on anything else."""
         try:
             est = cls(
-                connection_time=float(data["connection_time"]),  # type: ignore[arg-type]
-                response_time=float(data["response_time"]),  # type: ignore[arg-type]
-                requests_per_connection=float(data["requests_per_connection"]),  # type: ignore[arg-type]
+                connection_time=float(data["connection_time"]),
+                response_time=float(data["response_time"]),
+                requests_per_connection=float(data["requests_per_connection"]),
                 keepalive=bool(data["keepalive"]),
-                samples=int(data["samples"]),  # type: ignore[call-overload]
-                connection_samples=int(data["connection_samples"]),  # type: ignore[call-overload]
-                response_samples=int(data["response_samples"]),  # type: ignore[call-overload]
-                connection_count_samples=int(data["connection_count_samples"]),  # type: ignore[call-overload]
+                samples=int(data["samples"]),
+                connection_samples=int(data["connection_samples"]),
+                response_samples=int(data["response_samples"]),
+                connection_count_samples=int(data["connection_count_samples"]),
                 # Absent from files written before failures were measured.
-                success_rate=float(data.get("success_rate", 1.0)),  # type: ignore[arg-type]
-                outcome_samples=int(data.get("outcome_samples", 0)),  # type: ignore[call-overload]
+                success_rate=float(data.get("success_rate", 1.0)),
+                outcome_samples=int(data.get("outcome_samples", 0)),
                 # Absent from files written before service times and pace were measured.
-                **{
-                    name: kind(data.get(name, 0))  # type: ignore[call-overload]
-                    for name, kind in _MEASURED_FIELDS.items()
-                },
+                **{name: kind(data.get(name, 0)) for name, kind in _MEASURED_FIELDS.items()},
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"not a host estimate: {data!r}") from exc

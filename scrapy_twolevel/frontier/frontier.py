@@ -275,7 +275,7 @@ class TwoLevelFrontier:
                 host.budget = self._budget(host_key)
         return host
 
-    def observe(self, host_key: str, **observation: Any) -> None:
+    def observe(self, host_key: str, /, **observation: Any) -> None:
         """Fold a measured response into the host's estimates (see :meth:`HostEstimate.observe`).
 
         A response ends the host's failure streaks.

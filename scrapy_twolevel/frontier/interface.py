@@ -27,7 +27,8 @@ class Frontier(Protocol):
 
     def done(self, lane: str) -> None: ...
 
-    def observe(self, lane: str, **observation: Any) -> None: ...
+    # The lane is positional: the keywords are the observation's (HostEstimate.observe).
+    def observe(self, lane: str, /, **observation: Any) -> None: ...
 
     def observe_failure(
         self,

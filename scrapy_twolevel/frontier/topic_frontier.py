@@ -317,7 +317,7 @@ class TopicFrontier:
         topic, host = split_lane(lane)
         self.frontiers[topic].done(host)
 
-    def observe(self, lane: str, **observation: Any) -> None:
+    def observe(self, lane: str, /, **observation: Any) -> None:
         """The response is the host's: the gap its next request must wait (``Crawl-delay``,
         ``TWOLEVEL_HOST_DELAY``, the learnt refusal gap) holds in every topic, or another
         topic would open the host as soon as this one's session ends."""

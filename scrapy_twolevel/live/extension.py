@@ -170,8 +170,12 @@ class LiveView:
         from .web import LiveResource
 
         try:
+            # Stub gap: listenTCP wants a ServerFactory[_ProtoWithFactory], invariant, which
+            # no concrete factory (Site included) matches.
             self._listening = reactor.listenTCP(
-                self.port, Site(LiveResource(self.token, self.status)), interface=self.host
+                self.port,
+                Site(LiveResource(self.token, self.status)),  # type: ignore[arg-type]
+                interface=self.host,
             )
         except CannotListenError as exc:
             logger.error(

@@ -33,7 +33,7 @@ import math
 import struct
 from collections.abc import Callable
 from functools import lru_cache
-from typing import Any
+from typing import Protocol, cast
 
 FORMAT = b"TLBLOOM2"
 _M64 = (1 << 64) - 1
@@ -81,6 +81,24 @@ def bits_per_key(error_rate: float) -> float:
             return bits
         bits += 0.25
     raise ValueError(f"error rate {error_rate} is too small for a one-word blocked filter")
+
+
+class FixedBloom(Protocol):
+    """A fixed-capacity filter (:class:`BloomFilter`, :class:`PyBloomLiveFilter`), as the
+    seen set and :class:`ScalableBloom` build and grow them."""
+
+    def add(self, key: bytes) -> bool: ...
+
+    def __contains__(self, key: bytes) -> bool: ...
+
+    @property
+    def count(self) -> int: ...
+
+    @property
+    def full(self) -> bool: ...
+
+    @property
+    def nbytes(self) -> int: ...
 
 
 class BloomFilter:
@@ -160,7 +178,7 @@ class ScalableBloom:
         error_rate: float = 0.001,
         initial_capacity: int = 1 << 20,
         tightening: float = 0.5,
-        filter_factory: Callable[[int, float], Any] = BloomFilter,
+        filter_factory: Callable[[int, float], FixedBloom] = BloomFilter,
     ) -> None:
         if not 0 < error_rate < 1:
             raise ValueError(f"error_rate must be in (0, 1), got {error_rate}")
@@ -170,7 +188,7 @@ class ScalableBloom:
         self.initial_capacity = initial_capacity
         self.tightening = tightening
         self._factory = filter_factory
-        self.filters: list[Any] = []
+        self.filters: list[FixedBloom] = []
         self._grow()
 
     def _grow(self) -> None:
@@ -212,7 +230,9 @@ class ScalableBloom:
             )
         ]
         for f in self.filters:
-            blob = f.to_bytes()
+            # Built-in filters only: the dupefilter refuses to save a pybloom-live one
+            # (TWOLEVEL_SEEN_BLOOM in bloom-only mode with a JOBDIR).
+            blob = cast(BloomFilter, f).to_bytes()
             parts += [struct.pack("<Q", len(blob)), blob]
         return b"".join(parts)
 
@@ -260,7 +280,8 @@ class PyBloomLiveFilter:
         return bool(self._filter.add(key))
 
     def __contains__(self, key: bytes) -> bool:
-        return key in self._filter
+        found: bool = key in self._filter
+        return found
 
     @property
     def count(self) -> int:
@@ -268,7 +289,8 @@ class PyBloomLiveFilter:
 
     @property
     def full(self) -> bool:
-        return self._filter.count >= self.capacity
+        full: bool = self._filter.count >= self.capacity
+        return full
 
     @property
     def nbytes(self) -> int:

@@ -26,11 +26,11 @@ Pure module: no Scrapy; the store and the filter factory are injected.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sized
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, cast
 
-from .bloom import BloomFilter, ScalableBloom
+from .bloom import BloomFilter, FixedBloom, ScalableBloom
 from .cache import SeenCache
 
 #: Exact mode: a full filter is rebuilt from the store this much larger. 1.5 rather than 2
@@ -96,7 +96,7 @@ class BloomLike(Protocol):
 
 
 #: ``(capacity, error rate) -> empty fixed-capacity filter``.
-FilterFactory = Callable[[int, float], BloomFilter]
+FilterFactory = Callable[[int, float], FixedBloom]
 
 
 @dataclass(slots=True)
@@ -151,7 +151,7 @@ class SeenSet:
             self._capacity = max(initial_capacity, int(GROWTH * len(store)))
             self.bloom = self._rebuild()
         # The larger filter being filled, the last key copied into it, the copy budget.
-        self._next: BloomFilter | None = None
+        self._next: FixedBloom | None = None
         self._copied_up_to: bytes | None = None
         self._budget = 0
 
@@ -159,7 +159,7 @@ class SeenSet:
     def bloom_only(self) -> bool:
         return self.store is None
 
-    def _rebuild(self) -> BloomFilter:
+    def _rebuild(self) -> FixedBloom:
         assert self.store is not None
         bloom = self._factory(self._capacity, self.error_rate)
         for key in self.store.keys():
@@ -214,15 +214,16 @@ class SeenSet:
 
     def _grow(self, key: bytes) -> None:
         """After a key was stored: carry on growing the filter (see the module docstring)."""
-        bloom, nxt = self.bloom, self._next
+        # Only with a store, so the filter is a fixed-capacity one from _rebuild or _factory.
+        bloom, nxt = cast(FixedBloom, self.bloom), self._next
         if nxt is None:
-            if bloom.count < MIGRATE_AT * self._capacity:  # type: ignore[attr-defined]
+            if bloom.count < MIGRATE_AT * self._capacity:
                 return
             nxt = self._next = self._factory(int(self._capacity * GROWTH), self.error_rate)
             self._copied_up_to, self._budget = None, 0
         nxt.add(key)
         self._budget += MIGRATE_RATE
-        if self._budget < MIGRATE_CHUNK and not bloom.full:  # type: ignore[attr-defined]
+        if self._budget < MIGRATE_CHUNK and not bloom.full:
             return
         # A chunk at a time; all that is left if the old filter is full already (a burst
         # of add() from a bucket hand-over can outrun the budget).
@@ -238,11 +239,11 @@ class SeenSet:
                 self.counters.rebuilds += 1
                 return
             self._copied_up_to = chunk[-1]
-            if self._budget < MIGRATE_CHUNK and not bloom.full:  # type: ignore[attr-defined]
+            if self._budget < MIGRATE_CHUNK and not bloom.full:
                 return
 
     def __len__(self) -> int:
         """Keys seen (bloom-only: keys the filter recorded, an undercount by its errors)."""
         if self.store is not None:
             return len(self.store)
-        return len(self.bloom)  # type: ignore[arg-type]
+        return len(cast(Sized, self.bloom))  # bloom-only: a ScalableBloom

@@ -186,7 +186,8 @@ class HistoryStore:
 
     def last_fetch(self, seed: str) -> float | None:
         row = self.db.execute("SELECT MAX(at) FROM fetches WHERE seed=?", (seed,)).fetchone()
-        return row[0]
+        at: float | None = row[0]
+        return at
 
     def events(self, max_gap: float = MIDPOINT_MAX_GAP) -> Iterator[tuple[str, float | None]]:
         """``(seed_key, publish time)`` of every article, with the midpoint rule applied

@@ -59,7 +59,9 @@ def _run_until_signalled(ready: dict[str, Any], ready_file: str | None) -> int:
     from twisted.internet import reactor
 
     def shutdown(signum: int, frame: object) -> None:
-        reactor.callFromThread(reactor.stop)
+        # Stub gap: every reactor provides IReactorFromThreads; Twisted's type of the
+        # global reactor leaves it out.
+        reactor.callFromThread(reactor.stop)  # type: ignore[attr-defined]
 
     # Our own handlers: Twisted leaves SIGINT alone when it starts ignored, as it does for
     # background jobs of a non-interactive shell, and we must stop on it there too. They
@@ -70,7 +72,8 @@ def _run_until_signalled(ready: dict[str, Any], ready_file: str | None) -> int:
     if ready_file:
         write_atomically(ready_file, line)
     print(line, flush=True)
-    reactor.run(installSignalHandlers=False)
+    # Stub gap: the reactors' run() takes installSignalHandlers; IReactorCore.run() does not.
+    reactor.run(installSignalHandlers=False)  # type: ignore[call-arg]
     return 0
 
 
@@ -291,7 +294,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the exit status."""
     args = build_parser().parse_args(argv)
-    return args.func(args)
+    status: int = args.func(args)
+    return status
 
 
 if __name__ == "__main__":

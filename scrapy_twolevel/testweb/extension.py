@@ -328,7 +328,7 @@ class EmbeddedTestWeb:
         for run in done:
             if run.get("time_to_80") is not None:
                 return float(run["time_to_80"])
-        before = sum(r["elapsed"] for r in done)
+        before: float = sum(r["elapsed"] for r in done)
         seen = {int(k) for r in done for k in r["fetch_counts"]}
         quality = sum(self.server.web.pages[i].quality for i in seen)
         for event in self.server.stats.events:

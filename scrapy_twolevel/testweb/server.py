@@ -31,7 +31,7 @@ from typing import Any, NamedTuple
 
 from twisted.internet.defer import Deferred, DeferredList, succeed
 from twisted.internet.error import CannotListenError
-from twisted.internet.interfaces import IDelayedCall, IListeningPort, IReactorTCP
+from twisted.internet.interfaces import IDelayedCall, IListeningPort, IReactorTCP, ITCPTransport
 from twisted.internet.protocol import Factory, Protocol
 from twisted.python.failure import Failure
 
@@ -173,6 +173,9 @@ class _TestWebProtocol(Protocol):
     On a failing host: ``hang`` reads and counts requests but never answers (and never
     times out); ``reset`` counts the first request, then aborts the connection (RST).
     """
+
+    #: Set by ``makeConnection`` before ``connectionMade``: always a TCP connection here.
+    transport: ITCPTransport
 
     def __init__(self, server: TestWebServer) -> None:
         self._server = server
@@ -451,14 +454,22 @@ class TestWebServer:
             chosen = port
             try:
                 for address in addresses:
-                    listener = reactor.listenTCP(chosen, factory, interface=address)
+                    # Stub gaps: listenTCP wants a ServerFactory[_ProtoWithFactory], invariant,
+                    # so no concrete factory matches (forProtocol makes a Factory[P] anyway);
+                    # a TCP port's getHost() is an IPv4Address, typed IAddress.
+                    listener = reactor.listenTCP(
+                        chosen,
+                        factory,  # type: ignore[arg-type]
+                        interface=address,
+                    )
                     self._listeners.append(listener)
-                    chosen = listener.getHost().port
+                    chosen = listener.getHost().port  # type: ignore[attr-defined]
                 for address in refused:
                     self._reserved.append(_reserve(address, chosen))
             except (CannotListenError, OSError):
                 for listener in self._listeners:
-                    listener.stopListening().addErrback(lambda _: None)
+                    # A TCP port's stopListening() returns a Deferred; IListeningPort's may not.
+                    listener.stopListening().addErrback(lambda _: None)  # type: ignore[union-attr]
                 self._listeners.clear()
                 self._close_reserved()
                 if port != 0 or attempt == attempts - 1:
@@ -470,7 +481,11 @@ class TestWebServer:
 
     def stop(self) -> Deferred[None]:
         """Stop listening and drop every open connection; fires when all are closed."""
-        waits: list[Deferred[Any]] = [listener.stopListening() for listener in self._listeners]
+        # A TCP port's stopListening() returns a Deferred; IListeningPort's may not.
+        waits: list[Deferred[Any]] = [
+            listener.stopListening()  # type: ignore[misc]
+            for listener in self._listeners
+        ]
         self._listeners.clear()
         self._close_reserved()
         for proto in list(self._protocols):

@@ -12,7 +12,7 @@ import os
 import signal
 from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import scrapy
@@ -22,6 +22,9 @@ from scrapy.http import Response
 
 from .server import ServerStats, TestWebServer
 from .web import WebSpec, quality_to_priority
+
+if TYPE_CHECKING:
+    from scrapy.crawler import CrawlerProcessBase  # Scrapy >= 2.14
 
 __all__ = [
     "SEEDS_SETTING",
@@ -187,6 +190,7 @@ def run_crawl(
     ``interrupt_after=N`` sends this process a real SIGINT once N responses have arrived:
     Scrapy's own Ctrl-C path, a graceful stop. ``extra_seeds`` are crawled after the web's.
     """
+    AsyncCrawlerProcess: type[CrawlerProcessBase]
     try:
         from scrapy.crawler import AsyncCrawlerProcess
     except ImportError:  # Scrapy < 2.14
