@@ -17,14 +17,12 @@ settings once (:mod:`scrapy_twolevel.glue.preflight`) and this module wires the 
 - the **seed planner**, the **topic tracker** (``TWOLEVEL_RECRAWL``, ``TWOLEVEL_TOPICS``)
   and the **reporter** (stats, warnings logged once).
 
-A request's outcome is known when the host metrics middleware reports it
-(:data:`~scrapy_twolevel.signals.host_measured` or
-:data:`~scrapy_twolevel.signals.host_failed`), so a host's session is decided knowing
-whether its last request failed: Scrapy sends ``request_left_downloader`` before its
-middlewares see the response or the failure. Without the middleware,
-``request_left_downloader`` is the outcome. Either way a request that is no longer in the
-downloader and was never reported (dropped by another middleware) frees its host when the
-frontier next runs dry.
+A request's outcome is known when the host metrics middleware reports it through the
+scheduler's view (:mod:`scrapy_twolevel.view`; :mod:`.glue.outcomes` handles it), so a
+host's session is decided knowing whether its last request failed: Scrapy sends
+``request_left_downloader`` before its middlewares see the response or the failure.
+Without the middleware, ``request_left_downloader`` is the outcome. The scheduler is the
+view: :class:`~scrapy_twolevel.view.CrawlView` lists what it answers.
 
 A settings error found in ``from_crawler`` is raised from :meth:`open` instead: Scrapy
 builds the scheduler after it has started opening the spider, and an exception there
@@ -67,7 +65,7 @@ from .glue.cluster import Cluster
 from .glue.inflight import InFlight
 from .glue.intake import Intake, drop_inherited_keys, make_request_host, mark_host
 from .glue.local import JobdirBackend, MemoryBackend
-from .glue.politeness import BROKEN, refused_before
+from .glue.outcomes import Outcomes
 from .glue.preflight import (
     RefusedStart,
     crawl_topics,
@@ -79,7 +77,7 @@ from .glue.preflight import (
 from .glue.reporting import Reporter
 from .glue.seed_planner import SeedPlanner, close_seed_planner, open_seed_planner
 from .glue.topic_tracker import TopicTracker
-from .signals import host_crawl_delay, host_failed, host_measured, host_refused, page_relevant
+from .signals import page_relevant
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sized
@@ -90,6 +88,7 @@ if TYPE_CHECKING:
     from scrapy.dupefilters import BaseDupeFilter
     from scrapy.statscollectors import StatsCollector
 
+    from .frontier import Measurement
     from .frontier.frontier import QueueFactory
 
 logger = logging.getLogger(__name__)
@@ -151,7 +150,8 @@ class TwoLevelScheduler(BaseScheduler):
         #: Topics (``TWOLEVEL_TOPICS``), see :mod:`.glue.topic_tracker`.
         self.topics: TopicTracker | None = None
         self.spider: Spider | None = None
-        self._held_back = False
+        #: Each handed-out request's outcome (reported through the view, see view.py).
+        self.outcomes: Outcomes | None = None
         self._connected = False
         #: Wakes the engine when a backed-off host may be opened again: otherwise a crawl
         #: left with only backed-off hosts waits for the engine's 5-second heartbeat.
@@ -211,6 +211,12 @@ class TwoLevelScheduler(BaseScheduler):
                 enqueue=self.enqueue_request,
                 inflight=self.inflight,
                 shared=backend.recrawl_stores(),
+            )
+            self.outcomes = Outcomes(
+                frontier=self.frontier,
+                inflight=self.inflight,
+                reporter=self.reporter,
+                wake=lambda: wake_engine(self.crawler),
             )
             backend.join()  # the distributed mode's buckets bring their seed plans
         except Exception:
@@ -307,13 +313,7 @@ class TwoLevelScheduler(BaseScheduler):
         """Connect (or disconnect) the signals the scheduler listens to."""
         if on == self._connected:
             return
-        handlers = [
-            (self._request_left, signals.request_left_downloader),
-            (self._host_measured, host_measured),
-            (self._host_failed, host_failed),
-            (self._host_refused, host_refused),
-            (self._host_crawl_delay, host_crawl_delay),
-        ]
+        handlers = [(self._request_left, signals.request_left_downloader)]
         if self.topics is not None:
             handlers += [
                 (self.topics.item_scraped, signals.item_scraped),
@@ -349,6 +349,7 @@ class TwoLevelScheduler(BaseScheduler):
             if self.topics is not None:
                 self.topics.report()
         self.frontier = None
+        self.outcomes = None
         if backend is None:
             return self.df.close(reason)
         return backend.close(reason)
@@ -400,7 +401,8 @@ class TwoLevelScheduler(BaseScheduler):
                 popped = frontier.pop()
             if popped is None:
                 if len(frontier):
-                    self._held_back = True
+                    assert self.outcomes is not None
+                    self.outcomes.held_back()
                     self._inc_stat("twolevel/held_back")
                     self._wake.at(frontier.next_retry_at())
                 backend.dispatched()
@@ -422,92 +424,58 @@ class TwoLevelScheduler(BaseScheduler):
         backend.dispatched()
         return request
 
+    # -- the view: what the package's middlewares and extensions ask (view.py) ----------
+
+    def seed_rows(self, top: int) -> list[dict[str, Any]] | None:
+        return None if self.seeds is None else self.seeds.plan_rows(top)
+
+    def cluster_status(self) -> dict[str, Any] | None:
+        return self.backend.status() if isinstance(self.backend, Cluster) else None
+
+    def quality(self, request: Request) -> float:
+        return self.intake.quality_of(request)
+
+    def seen_test(self) -> Callable[[Request], bool] | None:
+        backend = self.backend
+        if isinstance(backend, MemoryBackend) and backend.can_peek:
+            return backend.drop_if_seen
+        return None
+
+    def measured(self, request: Request, measurement: Measurement | None) -> None:
+        if self.outcomes is not None:
+            self.outcomes.measured(request, measurement)
+
+    def failed(
+        self,
+        request: Request,
+        *,
+        elapsed: float,
+        timeout: bool,
+        kind: str,
+        repeat: bool,
+        silent: bool,
+    ) -> bool:
+        if self.outcomes is None:
+            return False
+        return self.outcomes.failed(
+            request, elapsed=elapsed, timeout=timeout, kind=kind, repeat=repeat, silent=silent
+        )
+
+    def refused(self, request: Request, host: str, retry_after: float | None) -> bool:
+        return self.outcomes is not None and self.outcomes.refused(request, host, retry_after)
+
+    def crawl_delay(self, host: str, delay: float) -> None:
+        if self.outcomes is not None:
+            self.outcomes.crawl_delay(host, delay)
+
     # -- signals --------------------------------------------------------------------
 
     def _request_left(self, request: Request, spider: Spider | None = None) -> None:
-        if not self._outcomes_reported:
-            self._request_done(request)
-
-    def _host_measured(
-        self, host: str, observation: dict[str, Any] | None, request: Request | None = None
-    ) -> None:
-        if self.frontier is None or request is None:
-            return
-        lane = self.inflight.lane(request)
-        # A response the scheduler did not hand out (robots.txt, media, download_async) is
-        # not one of the host's pages: it counts toward no budget and ends no session.
-        if observation is not None and lane is not None:
-            self.frontier.observe(lane, **observation)
-        self._request_done(request)
-
-    def _host_failed(
-        self,
-        host: str,
-        elapsed: float,
-        timeout: bool,
-        request: Request | None = None,
-        kind: str = BROKEN,
-        repeat: bool = False,
-        silent: bool = False,
-    ) -> bool:
-        """Whether the host is backed off (the middleware then sends the request back without
-        using up a RetryMiddleware attempt). A download the scheduler did not hand out
-        (``engine.download``: robots.txt, media) is counted, not held against the host."""
-        if self.frontier is None:
-            return False
-        self._inc_stat(f"twolevel/failures/{kind}")
-        self._inc_stat("twolevel/failures/repeat", int(repeat))
-        if request is None or (lane := self.inflight.lane(request)) is None:
-            return False
-        self.frontier.observe_failure(
-            lane, elapsed=elapsed, timeout=timeout, repeat=repeat, silent=silent
-        )
-        self._request_done(request)
-        return self.frontier.backed_off(lane)
-
-    def _host_refused(
-        self, host: str, retry_after: float | None, request: Request | None = None
-    ) -> bool:
-        if self.frontier is None or request is None:
-            return False
-        lane = self.inflight.lane(request)
-        if lane is None:
-            # Not handed out by the scheduler: the host waits as the server asked, and the
-            # copy the middleware sends waits at the host's gate as long (with no time
-            # given, nothing would hold the copy back: RetryMiddleware decides, as usual).
-            if retry_after is None:
-                return False
-            self.frontier.hold(host, retry_after)
-            return True
-        again = self.frontier.observe_refusal(
-            lane, retry_after=retry_after, refused_before=refused_before(request.meta)
-        )
-        self._request_done(request)
-        return again
-
-    def _host_crawl_delay(self, host: str, delay: float) -> None:
-        if self.frontier is not None:
-            self.frontier.set_min_gap(host, delay)
-            self.reporter.crawl_delay(host, delay)
-
-    def _request_done(self, request: Request) -> None:
-        """``request``'s outcome is known: its host may take its next one."""
-        lane = self.inflight.outcome(request)
-        if lane is None or self.frontier is None:
-            return
-        self.frontier.done(lane)
-        if self._held_back:
-            self._held_back = False
-            wake_engine(self.crawler)
+        if not self._outcomes_reported and self.outcomes is not None:
+            self.outcomes.request_done(request)
 
     def _release_dropped(self) -> bool:
-        """Free hosts whose request never reached the downloader (dropped by a middleware)."""
-        lanes = self.inflight.release_dropped()
-        assert self.frontier is not None
-        for lane in lanes:
-            self.frontier.done(lane)
-            self._inc_stat("twolevel/released_without_download")
-        return bool(lanes)
+        return self.outcomes is not None and self.outcomes.release_dropped()
 
     def _dropped(self, item: Any) -> None:
         if self.backend is not None:

@@ -19,7 +19,7 @@ from scrapy_twolevel.config import ClusterConfig
 from scrapy_twolevel.distributed.buckets import bucket_of
 from scrapy_twolevel.distributed.node import Batch, Node, clear_crawl
 from scrapy_twolevel.dupefilter import SeenCacheDupeFilter
-from scrapy_twolevel.frontier import BreadthFirst, CostParams, TwoLevelFrontier
+from scrapy_twolevel.frontier import BreadthFirst, CostParams, Measurement, TwoLevelFrontier
 from scrapy_twolevel.glue.cluster import Cluster
 from scrapy_twolevel.glue.inflight import InFlight
 from scrapy_twolevel.glue.intake import Intake, make_quality, make_request_host
@@ -112,7 +112,10 @@ class Parts:
         and the engine is done with it."""
         lane = self.inflight.outcome(request)
         self.frontier.observe(
-            lane, latency=0.01, new_connection=False, served_on_connection=2, closed_by_server=False
+            lane,
+            Measurement(
+                latency=0.01, new_connection=False, served_on_connection=2, closed_by_server=False
+            ),
         )
         self.frontier.done(lane)
 

@@ -386,6 +386,26 @@ class Cluster:
     def dispatched(self) -> None:
         return None
 
+    def status(self) -> dict[str, Any]:
+        """The distributed mode as this node knows it without a Redis round trip (the live
+        view reads it on the reactor): the bucket table of its last tick, what it holds and
+        what is moving, its inbox's depth at its last heartbeat, its leases and counts. The
+        other nodes' inboxes and pending requests: ``scrapy twolevel status``."""
+        node, counts = self.node, self.counts
+        return {
+            "crawl_id": self.crawl_id,
+            "node": self.node_id,
+            "buckets_owned": node.registry.table.counts(),
+            "buckets_held_here": len(node.held),
+            "leases_outstanding": self.leases_outstanding(),
+            "inbox_depth": self.inbox_depth,
+            "buckets_moving": self.handing_over(),
+            **{
+                key: counts[key]
+                for key in ("routed_in", "routed_out", "reaped", "rejoined", "loaded")
+            },
+        }
+
     def handing_over(self) -> dict[str, int]:
         """Buckets moving: given away and still draining here, taken and still loading."""
         return {"draining": len(self._draining), "loading": len(self._loader.loading)}

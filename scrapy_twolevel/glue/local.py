@@ -104,6 +104,11 @@ class MemoryBackend:
         )
         return True
 
+    @property
+    def can_peek(self) -> bool:
+        """Whether :meth:`drop_if_seen` can answer: the dupefilter is the seen cache."""
+        return self._peek is not None
+
     def drop_if_seen(self, request: Request) -> bool:
         """Whether :meth:`enqueue` would filter ``request``, asked without recording it
         (logged as filtered if so; the caller counts it): the duplicate-links middleware
