@@ -51,6 +51,7 @@ from ._engine import (
 from .codec import SpiderCodec, decode_request, encode_request
 from .components import SCHEDULER_ROLE
 from .config import ClusterConfig, TwoLevelConfig
+from .distributed.connect import connect
 from .frontier import PLAIN_LANE, Frontier, Policy, TwoLevelFrontier
 from .frontier.topic_frontier import (
     TopicFrontier,
@@ -61,7 +62,7 @@ from .frontier.topic_frontier import (
 )
 from .glue.alarm import Alarm
 from .glue.backend import Backend
-from .glue.cluster import Cluster
+from .glue.cluster import Cluster, crawl_id_of, recrawl_stores
 from .glue.inflight import InFlight
 from .glue.intake import Intake, drop_inherited_keys, make_request_host, mark_host
 from .glue.local import JobdirBackend, MemoryBackend
@@ -88,6 +89,7 @@ if TYPE_CHECKING:
     from scrapy.dupefilters import BaseDupeFilter
     from scrapy.statscollectors import StatsCollector
 
+    from .distributed.history import RedisHistoryStore, RedisModelStore
     from .frontier import Measurement
     from .frontier.frontier import QueueFactory
 
@@ -130,9 +132,14 @@ class TwoLevelScheduler(BaseScheduler):
         self.policy = policy
         self.stats = stats
         self.crawler = crawler
-        self.reporter = Reporter(stats)
+        # Scrapy sets the crawler's spider before it builds the scheduler.
+        self.reporter = Reporter(stats, crawler.spider)
         self._inc_stat = self.reporter.inc  # bound once: see Reporter
-        self.intake = Intake(host_of=host_of, quality_of=quality_of, reporter=self.reporter)
+        #: Topics (``TWOLEVEL_TOPICS``), see :mod:`.glue.topic_tracker`.
+        self.topics = None if topics is None else TopicTracker(TopicSelector(topics), stats)
+        self.intake = Intake(
+            host_of=host_of, quality_of=quality_of, reporter=self.reporter, topics=self.topics
+        )
         self.inflight = InFlight(
             in_progress=lambda: requests_in_progress(crawler),
             in_downloader=lambda: requests_in_downloader(crawler),
@@ -147,8 +154,6 @@ class TwoLevelScheduler(BaseScheduler):
         self.backend: Backend | None = None
         #: Seed recrawling (``TWOLEVEL_RECRAWL``), see :mod:`.glue.seed_planner`.
         self.seeds: SeedPlanner | None = None
-        #: Topics (``TWOLEVEL_TOPICS``), see :mod:`.glue.topic_tracker`.
-        self.topics: TopicTracker | None = None
         self.spider: Spider | None = None
         #: Each handed-out request's outcome (reported through the view, see view.py).
         self.outcomes: Outcomes | None = None
@@ -195,54 +200,76 @@ class TwoLevelScheduler(BaseScheduler):
     # -- Scrapy's scheduler interface ---------------------------------------------
 
     def open(self, spider: Spider) -> Any:
-        self.spider = self.reporter.spider = spider
-        if self._topic_specs is not None:
-            self.topics = TopicTracker(TopicSelector(self._topic_specs), self.stats)
-            self.intake.topics = self.topics
+        """Build the parts in the order they depend on each other (written here only):
+        the shared recrawl stores (the distributed mode's, in Redis), the seed planner,
+        the backend and the frontier over its queues, the outcome handling; then join the
+        crawl (the distributed mode's buckets bring their seed plans)."""
+        self.spider = spider
+        codec = SpiderCodec(spider, self.stats, self.logunser)
+        cluster = self._cluster_config
+        redis: Any = None
         backend: Backend | None = None
         try:
-            self.backend = backend = self._make_backend(spider)
-            self.frontier = self.intake.frontier = backend.open(self._make_frontier)
-            self.seeds = backend.seeds = open_seed_planner(
+            shared = None
+            if cluster is not None:
+                assert cluster.redis_url is not None
+                redis = connect(cluster.redis_url)
+                crawl_id = crawl_id_of(cluster, spider.name)
+                shared = recrawl_stores(
+                    redis, crawl_id, cluster.buckets, self.intake, codec, self.reporter
+                )
+            self.seeds = open_seed_planner(
                 self.crawler,
                 spider.name,
                 encode=lambda request: encode_request(request, spider),
                 decode=lambda data: decode_request(data, spider),
                 enqueue=self.enqueue_request,
                 inflight=self.inflight,
-                shared=backend.recrawl_stores(),
+                shared=shared,
             )
+            self.backend = backend = self._make_backend(spider, codec, redis, shared)
+            self.frontier = frontier = backend.open(self._make_frontier)
             self.outcomes = Outcomes(
-                frontier=self.frontier,
+                frontier=frontier,
                 inflight=self.inflight,
                 reporter=self.reporter,
                 wake=lambda: wake_engine(self.crawler),
             )
-            backend.join()  # the distributed mode's buckets bring their seed plans
+            backend.join()
         except Exception:
             # Refusing to start: release what the frontier, the store and Redis hold,
             # touch no file.
             if backend is not None:
                 backend.abort()
+            elif redis is not None:
+                redis.close()
             self.frontier = None
             self.df.close("shutdown")
             raise
-        if len(self.frontier):
+        if len(frontier):
             logger.info(
                 "Resuming crawl (%(queuesize)d requests scheduled over %(hosts)d hosts)",
-                {"queuesize": len(self.frontier), "hosts": self.frontier.host_count},
+                {"queuesize": len(frontier), "hosts": frontier.host_count},
                 extra={"spider": spider},
             )
         self._connect(True)
         self.stats.set_value("twolevel/policy", self.policy.name)
         return backend.start()
 
-    def _make_backend(self, spider: Spider) -> Backend:
-        codec = SpiderCodec(spider, self.stats, self.logunser)
+    def _make_backend(
+        self,
+        spider: Spider,
+        codec: SpiderCodec,
+        redis: Any,
+        shared: tuple[RedisHistoryStore, RedisModelStore] | None,
+    ) -> Backend:
         if self._cluster_config is not None:
             return Cluster(
                 self._cluster_config,
                 spider.name,
+                redis=redis,
+                history=None if shared is None else shared[0],
+                seeds=self.seeds,
                 intake=self.intake,
                 codec=codec,
                 reporter=self.reporter,
@@ -252,13 +279,10 @@ class TwoLevelScheduler(BaseScheduler):
                 wake=lambda: wake_engine(self.crawler),
                 stop=lambda reason: _engine.close_spider(self.crawler, reason),
             )
-        common: dict[str, Any] = {
-            "dupefilter": self.df,
-            "intake": self.intake,
-            "reporter": self.reporter,
-        }
         if self.statedir is None:
-            return MemoryBackend(**common)
+            return MemoryBackend(
+                dupefilter=self.df, intake=self.intake, reporter=self.reporter, seeds=self.seeds
+            )
         return JobdirBackend(
             statedir=self.statedir,
             policy=self.policy,
@@ -268,7 +292,10 @@ class TwoLevelScheduler(BaseScheduler):
             codec=codec,
             inflight=self.inflight,
             topics=self.topics,
-            **common,
+            dupefilter=self.df,
+            intake=self.intake,
+            reporter=self.reporter,
+            seeds=self.seeds,
         )
 
     def _make_frontier(

@@ -148,13 +148,12 @@ def test_http_url_without_host_is_not_lost():
     scheduler.close("finished")
 
 
-def test_unparsable_url_takes_plain_lane_and_is_logged_once(caplog):
-    scheduler, crawler = create_scheduler()
-
+def test_unparsable_url_takes_plain_lane_and_is_logged_once(caplog, monkeypatch):
     def unparsable(request):
         raise ValueError("cannot parse")
 
-    scheduler.intake.host_of = unparsable
+    monkeypatch.setattr("scrapy_twolevel.scheduler.make_request_host", lambda mode: unparsable)
+    scheduler, crawler = create_scheduler()
     for i in range(3):
         scheduler.enqueue_request(Request(f"http://a.example/{i}"))
     assert len(dequeue_all(scheduler, crawler)) == 3
