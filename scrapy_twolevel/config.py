@@ -325,7 +325,8 @@ HOST_BUDGET = Setting(
 HOST_BUDGETS = Setting("TWOLEVEL_HOST_BUDGETS", {}, _budgets)
 # The seen cache (SeenConfig)
 SEEN_MODE = Setting("TWOLEVEL_SEEN_MODE", "exact", choice(*SEEN_MODES))
-# From the URL-cache study (archived, benchmarks/README.md): CLOCK matches LRU's hit rate for less CPU and RAM;
+# From the URL-cache study (archived, benchmarks/README.md): CLOCK matches LRU's hit rate
+# for less CPU and RAM;
 # 2^16 is the critical point with up to 64 hosts crawled at once (docs/seencache.rst)
 SEEN_CACHE_POLICY = Setting("TWOLEVEL_SEEN_CACHE_POLICY", "clock", choice(*CACHE_POLICIES))
 SEEN_CACHE_SIZE = Setting("TWOLEVEL_SEEN_CACHE_SIZE", 1 << 16, NOT_NEGATIVE)

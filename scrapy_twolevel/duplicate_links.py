@@ -38,7 +38,8 @@ from typing import TYPE_CHECKING, Any
 
 from scrapy import Request, signals
 
-from ._engine import has_receivers, scheduler_of
+from ._engine import has_receivers
+from .view import view_of
 
 if TYPE_CHECKING:
     from typing import Self
@@ -92,8 +93,8 @@ class DuplicateLinksMiddleware:
     def _test(self) -> _ResponseTest | None:
         """The test for one response's output, or ``None`` (pass everything on): the
         scheduler's backend answers only on one machine with the seen cache."""
-        backend = getattr(scheduler_of(self._crawler), "backend", None)
-        drop_if_seen = getattr(backend, "drop_if_seen", None)
+        view = view_of(self._crawler)
+        drop_if_seen = None if view is None else view.seen_test()
         if drop_if_seen is None:
             return None
         return _ResponseTest(self._crawler, drop_if_seen)

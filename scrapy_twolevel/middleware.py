@@ -50,7 +50,7 @@ from .components import MIDDLEWARE_ROLE
 from .config import TwoLevelConfig
 from .frontier import PLAIN_LANE
 from .frontier.connections import ConnectionTracker, ReplyFacts
-from .frontier.estimates import REFUSAL_STREAK, ProcessingCost
+from .frontier.estimates import REFUSAL_STREAK, Measurement, ProcessingCost
 from .frontier.failures import RefusedUrls, SilentHosts
 from .frontier.gate import HostGate
 from .glue.alarm import Alarm
@@ -58,6 +58,7 @@ from .glue.intake import drop_inherited_keys, make_request_host
 from .glue.politeness import BROKEN, DOWN, SLOW, retry_after_seconds, robots_crawl_delay
 from .glue.preflight import check_job_state, resolve_settings, uses_this_scheduler
 from .signals import host_crawl_delay, host_failed, host_measured, host_refused
+from .view import CrawlView, view_of
 
 logger = logging.getLogger(__name__)
 
@@ -136,6 +137,7 @@ class HostMetricsMiddleware:
         download_timeout: float = 0.0,
         pooled: Callable[[Request], int | None] = lambda request: None,
         gate: HostGate | None = None,
+        view: Callable[[], CrawlView | None] = lambda: None,
     ) -> None:
         """``scheduler_keeps``: this package's scheduler runs the crawl, so requests sent
         again wait in their host's queue while it waits (see the module docstring); without
@@ -148,7 +150,9 @@ class HostMetricsMiddleware:
         idle connections to the request's server once its response came (0: the server
         closed it; ``None``: not known; :func:`~scrapy_twolevel._engine.pooled_connections`);
         ``gate``: every request waits at it for its host's turn (see
-        :mod:`~scrapy_twolevel.frontier.gate`; ``None``: none waits), on ``clock``."""
+        :mod:`~scrapy_twolevel.frontier.gate`; ``None``: none waits), on ``clock``;
+        ``view()``: the two-level scheduler, which each request's outcome is reported to
+        (:mod:`scrapy_twolevel.view`; ``None``: another scheduler, or not open)."""
         self._signals = signals
         self._stats = stats
         self._host_of = host_of
@@ -167,6 +171,7 @@ class HostMetricsMiddleware:
         self._download_timeout = download_timeout
         self._pooled = pooled
         self._gate = gate
+        self._view = view
         #: Requests inside the gate -> their host (until their answer or failure).
         self._inside: dict[Request, str] = {}
         #: Admits waiting requests when the earliest hold they wait for ends.
@@ -204,6 +209,7 @@ class HostMetricsMiddleware:
             # One request at a host's server at a time, out-of-band downloads included;
             # only under this scheduler, which hands out one request per host anyway.
             gate=HostGate() if ours else None,
+            view=partial(view_of, crawler),
         )
         if middleware.silent.first:
             crawler.signals.connect(middleware._headers_received, scrapy_signals.headers_received)
@@ -324,9 +330,7 @@ class HostMetricsMiddleware:
         latency = request.meta.get("download_latency")
         if latency is None or "cached" in response.flags:
             # Nothing measured, but the request is finished: say so, so its host is freed.
-            self._signals.send_catch_log(
-                host_measured, host=host, observation=None, request=request
-            )
+            self._measured(host, request, None)
             return response
         pooled = self._pooled(request)
         facts = ReplyFacts.parse(
@@ -343,22 +347,27 @@ class HostMetricsMiddleware:
         self._stats.inc_value("twolevel/metrics/responses")
         if obs.new_connection:
             self._stats.inc_value("twolevel/metrics/new_connections")
-        self._signals.send_catch_log(
-            host_measured,
-            host=host,
-            observation={
-                "latency": float(latency),
-                "new_connection": obs.new_connection,
-                "served_on_connection": obs.served_on_connection,
-                "closed_by_server": obs.closed_by_server,
-                "remaining_on_connection": obs.remaining_on_connection,
-                "elapsed": max(float(latency), elapsed),
-                "processing": self.processing.response(len(response.body)),
-                "forgiven_refusals": forgiven,
-            },
-            request=request,
+        measurement = Measurement(
+            latency=float(latency),
+            new_connection=obs.new_connection,
+            served_on_connection=obs.served_on_connection,
+            closed_by_server=obs.closed_by_server,
+            remaining_on_connection=obs.remaining_on_connection,
+            elapsed=max(float(latency), elapsed),
+            processing=self.processing.response(len(response.body)),
+            forgiven_refusals=forgiven,
         )
+        self._measured(host, request, measurement)
         return response
+
+    def _measured(self, host: str, request: Request, measurement: Measurement | None) -> None:
+        """Tell the scheduler, then whoever listens (:data:`~.signals.host_measured`)."""
+        view = self._view()
+        if view is not None:
+            view.measured(request, measurement)
+        self._signals.send_catch_log(
+            host_measured, host=host, measurement=measurement, request=request
+        )
 
     def _bare_refusals_forgiven(self, request: Request) -> int | None:
         """A refusal status without ``Retry-After`` (a bare 503): ``None`` while it is taken
@@ -381,11 +390,11 @@ class HostMetricsMiddleware:
         """The server refused the request for now: its host waits, the request goes back."""
         self._stats.inc_value("twolevel/refusals")
         self._stats.inc_value(f"twolevel/refusals/{response.status}")
-        answers = self._signals.send_catch_log(
-            host_refused, host=host, retry_after=wait, request=request
-        )
+        view = self._view()
+        again = view is not None and view.refused(request, host, wait)
+        self._signals.send_catch_log(host_refused, host=host, retry_after=wait, request=request)
         if (
-            not self._may_send_again(request, answers)  # e.g. the host refuses everything
+            not self._may_send_again(request, again)  # e.g. the host refuses everything
             or request.meta.get(meta_keys.REFUSALS, 0) >= self._refusal_retries
             or request.meta.get("dont_retry")
             or self._handles_status(request, response.status)
@@ -393,15 +402,11 @@ class HostMetricsMiddleware:
             return response  # RetryMiddleware, then the spider, decide as usual
         return self._send_again(request, meta_keys.REFUSALS, "twolevel/refusals/sent_again")
 
-    def _may_send_again(self, request: Request, answers: list[tuple[Any, Any]]) -> bool:
-        """Whether the scheduler said yes (a signal handler answered ``True``), and the
-        request is this middleware's to send again: not a seed planner's fetch, which the
-        planner refetches itself, and only with this package's scheduler."""
-        return (
-            self._keeps
-            and meta_keys.SEED_FETCH not in request.meta
-            and any(answer is True for _, answer in answers)
-        )
+    def _may_send_again(self, request: Request, scheduler_says: bool) -> bool:
+        """Whether the scheduler said yes, and the request is this middleware's to send
+        again: not a seed planner's fetch, which the planner refetches itself, and only
+        with this package's scheduler."""
+        return self._keeps and meta_keys.SEED_FETCH not in request.meta and scheduler_says
 
     def _send_again(self, request: Request, counter: str, stat: str) -> Request:
         """A copy of ``request`` for the scheduler, its ``counter`` meta key one higher."""
@@ -417,6 +422,9 @@ class HostMetricsMiddleware:
         delay = robots_crawl_delay(response.body, self._robots_agent)
         if delay is not None:
             self._stats.inc_value("twolevel/crawl_delay_hosts")
+            view = self._view()
+            if view is not None:
+                view.crawl_delay(host, delay)
             self._signals.send_catch_log(host_crawl_delay, host=host, delay=delay)
 
     def process_exception(
@@ -436,9 +444,7 @@ class HostMetricsMiddleware:
         if isinstance(exception, IgnoreRequest):
             # Says nothing about the host; the request is finished all the same.
             self._stats.inc_value("twolevel/metrics/ignored")
-            self._signals.send_catch_log(
-                host_measured, host=host, observation=None, request=request
-            )
+            self._measured(host, request, None)
             return
         self.tracker.connection_lost(host)
         self._stats.inc_value("twolevel/metrics/failures")
@@ -450,17 +456,23 @@ class HostMetricsMiddleware:
         # RetryMiddleware's copies carry it (same URL: see meta_keys.OWNER).
         meta_keys.set_own(request.meta, request.url, meta_keys.FAILED_BEFORE, True)
         timeout = isinstance(exception, TIMEOUTS)
-        answers = self._signals.send_catch_log(
+        elapsed, kind = max(0.0, elapsed), failure_kind(exception)
+        silent = timeout and meta_keys.FULL_TIMEOUT in request.meta
+        view = self._view()
+        backed_off = view is not None and view.failed(
+            request, elapsed=elapsed, timeout=timeout, kind=kind, repeat=repeat, silent=silent
+        )
+        self._signals.send_catch_log(
             host_failed,
             host=host,
-            elapsed=max(0.0, elapsed),
+            elapsed=elapsed,
             timeout=timeout,
-            kind=failure_kind(exception),
+            kind=kind,
             repeat=repeat,
-            silent=timeout and meta_keys.FULL_TIMEOUT in request.meta,
+            silent=silent,
             request=request,
         )
-        if self._may_send_again(request, answers):
+        if self._may_send_again(request, backed_off):
             # Queued behind the host's other requests (see Intake.quality): its next probe
             # tries another of its URLs, so one broken URL cannot be probed for ever.
             return self._send_again(request, meta_keys.REQUEUED, "twolevel/failures/sent_again")

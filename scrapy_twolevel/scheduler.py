@@ -17,14 +17,12 @@ settings once (:mod:`scrapy_twolevel.glue.preflight`) and this module wires the 
 - the **seed planner**, the **topic tracker** (``TWOLEVEL_RECRAWL``, ``TWOLEVEL_TOPICS``)
   and the **reporter** (stats, warnings logged once).
 
-A request's outcome is known when the host metrics middleware reports it
-(:data:`~scrapy_twolevel.signals.host_measured` or
-:data:`~scrapy_twolevel.signals.host_failed`), so a host's session is decided knowing
-whether its last request failed: Scrapy sends ``request_left_downloader`` before its
-middlewares see the response or the failure. Without the middleware,
-``request_left_downloader`` is the outcome. Either way a request that is no longer in the
-downloader and was never reported (dropped by another middleware) frees its host when the
-frontier next runs dry.
+A request's outcome is known when the host metrics middleware reports it through the
+scheduler's view (:mod:`scrapy_twolevel.view`; :mod:`.glue.outcomes` handles it), so a
+host's session is decided knowing whether its last request failed: Scrapy sends
+``request_left_downloader`` before its middlewares see the response or the failure.
+Without the middleware, ``request_left_downloader`` is the outcome. The scheduler is the
+view: :class:`~scrapy_twolevel.view.CrawlView` lists what it answers.
 
 A settings error found in ``from_crawler`` is raised from :meth:`open` instead: Scrapy
 builds the scheduler after it has started opening the spider, and an exception there
@@ -53,6 +51,7 @@ from ._engine import (
 from .codec import SpiderCodec, decode_request, encode_request
 from .components import SCHEDULER_ROLE
 from .config import ClusterConfig, TwoLevelConfig
+from .distributed.connect import connect
 from .frontier import PLAIN_LANE, Frontier, Policy, TwoLevelFrontier
 from .frontier.topic_frontier import (
     TopicFrontier,
@@ -63,11 +62,11 @@ from .frontier.topic_frontier import (
 )
 from .glue.alarm import Alarm
 from .glue.backend import Backend
-from .glue.cluster import Cluster
+from .glue.cluster import Cluster, crawl_id_of, recrawl_stores
 from .glue.inflight import InFlight
 from .glue.intake import Intake, drop_inherited_keys, make_request_host, mark_host
 from .glue.local import JobdirBackend, MemoryBackend
-from .glue.politeness import BROKEN, refused_before
+from .glue.outcomes import Outcomes
 from .glue.preflight import (
     RefusedStart,
     crawl_topics,
@@ -79,7 +78,7 @@ from .glue.preflight import (
 from .glue.reporting import Reporter
 from .glue.seed_planner import SeedPlanner, close_seed_planner, open_seed_planner
 from .glue.topic_tracker import TopicTracker
-from .signals import host_crawl_delay, host_failed, host_measured, host_refused, page_relevant
+from .signals import page_relevant
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sized
@@ -90,6 +89,8 @@ if TYPE_CHECKING:
     from scrapy.dupefilters import BaseDupeFilter
     from scrapy.statscollectors import StatsCollector
 
+    from .distributed.history import RedisHistoryStore, RedisModelStore
+    from .frontier import Measurement
     from .frontier.frontier import QueueFactory
 
 logger = logging.getLogger(__name__)
@@ -131,9 +132,14 @@ class TwoLevelScheduler(BaseScheduler):
         self.policy = policy
         self.stats = stats
         self.crawler = crawler
-        self.reporter = Reporter(stats)
+        # Scrapy sets the crawler's spider before it builds the scheduler.
+        self.reporter = Reporter(stats, crawler.spider)
         self._inc_stat = self.reporter.inc  # bound once: see Reporter
-        self.intake = Intake(host_of=host_of, quality_of=quality_of, reporter=self.reporter)
+        #: Topics (``TWOLEVEL_TOPICS``), see :mod:`.glue.topic_tracker`.
+        self.topics = None if topics is None else TopicTracker(TopicSelector(topics), stats)
+        self.intake = Intake(
+            host_of=host_of, quality_of=quality_of, reporter=self.reporter, topics=self.topics
+        )
         self.inflight = InFlight(
             in_progress=lambda: requests_in_progress(crawler),
             in_downloader=lambda: requests_in_downloader(crawler),
@@ -148,10 +154,9 @@ class TwoLevelScheduler(BaseScheduler):
         self.backend: Backend | None = None
         #: Seed recrawling (``TWOLEVEL_RECRAWL``), see :mod:`.glue.seed_planner`.
         self.seeds: SeedPlanner | None = None
-        #: Topics (``TWOLEVEL_TOPICS``), see :mod:`.glue.topic_tracker`.
-        self.topics: TopicTracker | None = None
         self.spider: Spider | None = None
-        self._held_back = False
+        #: Each handed-out request's outcome (reported through the view, see view.py).
+        self.outcomes: Outcomes | None = None
         self._connected = False
         #: Wakes the engine when a backed-off host may be opened again: otherwise a crawl
         #: left with only backed-off hosts waits for the engine's 5-second heartbeat.
@@ -195,48 +200,76 @@ class TwoLevelScheduler(BaseScheduler):
     # -- Scrapy's scheduler interface ---------------------------------------------
 
     def open(self, spider: Spider) -> Any:
-        self.spider = self.reporter.spider = spider
-        if self._topic_specs is not None:
-            self.topics = TopicTracker(TopicSelector(self._topic_specs), self.stats)
-            self.intake.topics = self.topics
+        """Build the parts in the order they depend on each other (written here only):
+        the shared recrawl stores (the distributed mode's, in Redis), the seed planner,
+        the backend and the frontier over its queues, the outcome handling; then join the
+        crawl (the distributed mode's buckets bring their seed plans)."""
+        self.spider = spider
+        codec = SpiderCodec(spider, self.stats, self.logunser)
+        cluster = self._cluster_config
+        redis: Any = None
         backend: Backend | None = None
         try:
-            self.backend = backend = self._make_backend(spider)
-            self.frontier = self.intake.frontier = backend.open(self._make_frontier)
-            self.seeds = backend.seeds = open_seed_planner(
+            shared = None
+            if cluster is not None:
+                assert cluster.redis_url is not None
+                redis = connect(cluster.redis_url)
+                crawl_id = crawl_id_of(cluster, spider.name)
+                shared = recrawl_stores(
+                    redis, crawl_id, cluster.buckets, self.intake, codec, self.reporter
+                )
+            self.seeds = open_seed_planner(
                 self.crawler,
                 spider.name,
                 encode=lambda request: encode_request(request, spider),
                 decode=lambda data: decode_request(data, spider),
                 enqueue=self.enqueue_request,
                 inflight=self.inflight,
-                shared=backend.recrawl_stores(),
+                shared=shared,
             )
-            backend.join()  # the distributed mode's buckets bring their seed plans
+            self.backend = backend = self._make_backend(spider, codec, redis, shared)
+            self.frontier = frontier = backend.open(self._make_frontier)
+            self.outcomes = Outcomes(
+                frontier=frontier,
+                inflight=self.inflight,
+                reporter=self.reporter,
+                wake=lambda: wake_engine(self.crawler),
+            )
+            backend.join()
         except Exception:
             # Refusing to start: release what the frontier, the store and Redis hold,
             # touch no file.
             if backend is not None:
                 backend.abort()
+            elif redis is not None:
+                redis.close()
             self.frontier = None
             self.df.close("shutdown")
             raise
-        if len(self.frontier):
+        if len(frontier):
             logger.info(
                 "Resuming crawl (%(queuesize)d requests scheduled over %(hosts)d hosts)",
-                {"queuesize": len(self.frontier), "hosts": self.frontier.host_count},
+                {"queuesize": len(frontier), "hosts": frontier.host_count},
                 extra={"spider": spider},
             )
         self._connect(True)
         self.stats.set_value("twolevel/policy", self.policy.name)
         return backend.start()
 
-    def _make_backend(self, spider: Spider) -> Backend:
-        codec = SpiderCodec(spider, self.stats, self.logunser)
+    def _make_backend(
+        self,
+        spider: Spider,
+        codec: SpiderCodec,
+        redis: Any,
+        shared: tuple[RedisHistoryStore, RedisModelStore] | None,
+    ) -> Backend:
         if self._cluster_config is not None:
             return Cluster(
                 self._cluster_config,
                 spider.name,
+                redis=redis,
+                history=None if shared is None else shared[0],
+                seeds=self.seeds,
                 intake=self.intake,
                 codec=codec,
                 reporter=self.reporter,
@@ -246,13 +279,10 @@ class TwoLevelScheduler(BaseScheduler):
                 wake=lambda: wake_engine(self.crawler),
                 stop=lambda reason: _engine.close_spider(self.crawler, reason),
             )
-        common: dict[str, Any] = {
-            "dupefilter": self.df,
-            "intake": self.intake,
-            "reporter": self.reporter,
-        }
         if self.statedir is None:
-            return MemoryBackend(**common)
+            return MemoryBackend(
+                dupefilter=self.df, intake=self.intake, reporter=self.reporter, seeds=self.seeds
+            )
         return JobdirBackend(
             statedir=self.statedir,
             policy=self.policy,
@@ -262,7 +292,10 @@ class TwoLevelScheduler(BaseScheduler):
             codec=codec,
             inflight=self.inflight,
             topics=self.topics,
-            **common,
+            dupefilter=self.df,
+            intake=self.intake,
+            reporter=self.reporter,
+            seeds=self.seeds,
         )
 
     def _make_frontier(
@@ -307,13 +340,7 @@ class TwoLevelScheduler(BaseScheduler):
         """Connect (or disconnect) the signals the scheduler listens to."""
         if on == self._connected:
             return
-        handlers = [
-            (self._request_left, signals.request_left_downloader),
-            (self._host_measured, host_measured),
-            (self._host_failed, host_failed),
-            (self._host_refused, host_refused),
-            (self._host_crawl_delay, host_crawl_delay),
-        ]
+        handlers = [(self._request_left, signals.request_left_downloader)]
         if self.topics is not None:
             handlers += [
                 (self.topics.item_scraped, signals.item_scraped),
@@ -349,6 +376,7 @@ class TwoLevelScheduler(BaseScheduler):
             if self.topics is not None:
                 self.topics.report()
         self.frontier = None
+        self.outcomes = None
         if backend is None:
             return self.df.close(reason)
         return backend.close(reason)
@@ -400,7 +428,8 @@ class TwoLevelScheduler(BaseScheduler):
                 popped = frontier.pop()
             if popped is None:
                 if len(frontier):
-                    self._held_back = True
+                    assert self.outcomes is not None
+                    self.outcomes.held_back()
                     self._inc_stat("twolevel/held_back")
                     self._wake.at(frontier.next_retry_at())
                 backend.dispatched()
@@ -422,92 +451,58 @@ class TwoLevelScheduler(BaseScheduler):
         backend.dispatched()
         return request
 
+    # -- the view: what the package's middlewares and extensions ask (view.py) ----------
+
+    def seed_rows(self, top: int) -> list[dict[str, Any]] | None:
+        return None if self.seeds is None else self.seeds.plan_rows(top)
+
+    def cluster_status(self) -> dict[str, Any] | None:
+        return self.backend.status() if isinstance(self.backend, Cluster) else None
+
+    def quality(self, request: Request) -> float:
+        return self.intake.quality_of(request)
+
+    def seen_test(self) -> Callable[[Request], bool] | None:
+        backend = self.backend
+        if isinstance(backend, MemoryBackend) and backend.can_peek:
+            return backend.drop_if_seen
+        return None
+
+    def measured(self, request: Request, measurement: Measurement | None) -> None:
+        if self.outcomes is not None:
+            self.outcomes.measured(request, measurement)
+
+    def failed(
+        self,
+        request: Request,
+        *,
+        elapsed: float,
+        timeout: bool,
+        kind: str,
+        repeat: bool,
+        silent: bool,
+    ) -> bool:
+        if self.outcomes is None:
+            return False
+        return self.outcomes.failed(
+            request, elapsed=elapsed, timeout=timeout, kind=kind, repeat=repeat, silent=silent
+        )
+
+    def refused(self, request: Request, host: str, retry_after: float | None) -> bool:
+        return self.outcomes is not None and self.outcomes.refused(request, host, retry_after)
+
+    def crawl_delay(self, host: str, delay: float) -> None:
+        if self.outcomes is not None:
+            self.outcomes.crawl_delay(host, delay)
+
     # -- signals --------------------------------------------------------------------
 
     def _request_left(self, request: Request, spider: Spider | None = None) -> None:
-        if not self._outcomes_reported:
-            self._request_done(request)
-
-    def _host_measured(
-        self, host: str, observation: dict[str, Any] | None, request: Request | None = None
-    ) -> None:
-        if self.frontier is None or request is None:
-            return
-        lane = self.inflight.lane(request)
-        # A response the scheduler did not hand out (robots.txt, media, download_async) is
-        # not one of the host's pages: it counts toward no budget and ends no session.
-        if observation is not None and lane is not None:
-            self.frontier.observe(lane, **observation)
-        self._request_done(request)
-
-    def _host_failed(
-        self,
-        host: str,
-        elapsed: float,
-        timeout: bool,
-        request: Request | None = None,
-        kind: str = BROKEN,
-        repeat: bool = False,
-        silent: bool = False,
-    ) -> bool:
-        """Whether the host is backed off (the middleware then sends the request back without
-        using up a RetryMiddleware attempt). A download the scheduler did not hand out
-        (``engine.download``: robots.txt, media) is counted, not held against the host."""
-        if self.frontier is None:
-            return False
-        self._inc_stat(f"twolevel/failures/{kind}")
-        self._inc_stat("twolevel/failures/repeat", int(repeat))
-        if request is None or (lane := self.inflight.lane(request)) is None:
-            return False
-        self.frontier.observe_failure(
-            lane, elapsed=elapsed, timeout=timeout, repeat=repeat, silent=silent
-        )
-        self._request_done(request)
-        return self.frontier.backed_off(lane)
-
-    def _host_refused(
-        self, host: str, retry_after: float | None, request: Request | None = None
-    ) -> bool:
-        if self.frontier is None or request is None:
-            return False
-        lane = self.inflight.lane(request)
-        if lane is None:
-            # Not handed out by the scheduler: the host waits as the server asked, and the
-            # copy the middleware sends waits at the host's gate as long (with no time
-            # given, nothing would hold the copy back: RetryMiddleware decides, as usual).
-            if retry_after is None:
-                return False
-            self.frontier.hold(host, retry_after)
-            return True
-        again = self.frontier.observe_refusal(
-            lane, retry_after=retry_after, refused_before=refused_before(request.meta)
-        )
-        self._request_done(request)
-        return again
-
-    def _host_crawl_delay(self, host: str, delay: float) -> None:
-        if self.frontier is not None:
-            self.frontier.set_min_gap(host, delay)
-            self.reporter.crawl_delay(host, delay)
-
-    def _request_done(self, request: Request) -> None:
-        """``request``'s outcome is known: its host may take its next one."""
-        lane = self.inflight.outcome(request)
-        if lane is None or self.frontier is None:
-            return
-        self.frontier.done(lane)
-        if self._held_back:
-            self._held_back = False
-            wake_engine(self.crawler)
+        if not self._outcomes_reported and self.outcomes is not None:
+            self.outcomes.request_done(request)
 
     def _release_dropped(self) -> bool:
-        """Free hosts whose request never reached the downloader (dropped by a middleware)."""
-        lanes = self.inflight.release_dropped()
-        assert self.frontier is not None
-        for lane in lanes:
-            self.frontier.done(lane)
-            self._inc_stat("twolevel/released_without_download")
-        return bool(lanes)
+        return self.outcomes is not None and self.outcomes.release_dropped()
 
     def _dropped(self, item: Any) -> None:
         if self.backend is not None:

@@ -1,16 +1,15 @@
 """Signals of scrapy_twolevel.
 
-``host_measured`` and ``host_failed`` are sent by the host metrics middleware for every
-request. Together they report each request's outcome; the scheduler frees the request's host when
-it hears one (see :mod:`scrapy_twolevel.scheduler`).
+The host metrics middleware sends ``host_measured`` or ``host_failed`` for every request,
+``host_refused`` and ``host_crawl_delay`` when a server asks for time: notifications for
+extensions (the live view counts failures). The two-level scheduler does not listen: the
+middleware reports each outcome to it first, through its view (:mod:`scrapy_twolevel.view`),
+and reads its answer from that call.
 
 ``host_measured``: a response arrived. Arguments ``host`` (the host key), ``request``, and
-``observation``: a dict of keyword arguments for
-:meth:`~scrapy_twolevel.frontier.estimates.HostEstimate.observe` (``latency``,
-``new_connection``, ``served_on_connection``, ``closed_by_server``,
-``remaining_on_connection``, ``elapsed``, ``processing``, ``forgiven_refusals``), or
-``None`` when the request says nothing about the host (a cached response, no measured
-latency, an ``IgnoreRequest``).
+``measurement``: a :class:`~scrapy_twolevel.frontier.Measurement` (what the response tells
+about its host), or ``None`` when the request says nothing about the host (a cached
+response, no measured latency, an ``IgnoreRequest``).
 
 ``host_failed``: the download failed (timeout, refused or reset connection, DNS error).
 Arguments ``host``, ``request``, ``elapsed`` (seconds from sending to the failure),
@@ -18,11 +17,11 @@ Arguments ``host``, ``request``, ``elapsed`` (seconds from sending to the failur
 :mod:`scrapy_twolevel.glue.politeness`), ``repeat`` (the URL had failed before) and
 ``silent`` (a timeout within the shortened time of a host that never answered,
 ``TWOLEVEL_FIRST_ANSWER_TIMEOUT``). The scheduler folds it into the host's estimates and
-failure streak.
+failure streak (through the view).
 
 ``host_refused``: the server refused the request for now (``TWOLEVEL_REFUSAL_CODES``).
 Arguments ``host``, ``request`` and ``retry_after`` (seconds, ``None`` when the server gave
-none). The scheduler parks the host.
+none). The scheduler parks the host (through the view).
 
 ``host_crawl_delay``: a host's robots.txt asks for a ``Crawl-delay``. Arguments ``host``
 and ``delay`` (seconds).

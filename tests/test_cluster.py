@@ -17,9 +17,10 @@ from twisted.internet import defer
 from scrapy_twolevel.codec import SpiderCodec
 from scrapy_twolevel.config import ClusterConfig
 from scrapy_twolevel.distributed.buckets import bucket_of
+from scrapy_twolevel.distributed.connect import connect
 from scrapy_twolevel.distributed.node import Batch, Node, clear_crawl
 from scrapy_twolevel.dupefilter import SeenCacheDupeFilter
-from scrapy_twolevel.frontier import BreadthFirst, CostParams, TwoLevelFrontier
+from scrapy_twolevel.frontier import BreadthFirst, CostParams, Measurement, TwoLevelFrontier
 from scrapy_twolevel.glue.cluster import Cluster
 from scrapy_twolevel.glue.inflight import InFlight
 from scrapy_twolevel.glue.intake import Intake, make_quality, make_request_host
@@ -46,8 +47,7 @@ class Parts:
         crawler = get_crawler(UnitSpider)
         self.spider = UnitSpider()
         self.stats = crawler.stats
-        self.reporter = Reporter(self.stats)
-        self.reporter.spider = self.spider
+        self.reporter = Reporter(self.stats, self.spider)
         self.intake = Intake(
             host_of=make_request_host("hostname"),
             quality_of=make_quality("priority"),
@@ -69,6 +69,8 @@ class Parts:
         self.cluster = Cluster(
             config,
             "unit",
+            redis=connect(redis_url),
+            history=None,
             intake=self.intake,
             codec=SpiderCodec(self.spider, self.stats, logunser=False),
             reporter=self.reporter,
@@ -77,7 +79,7 @@ class Parts:
             queued=lambda: len(self.frontier),
             wake=self.wake,
         )
-        self.frontier = self.intake.frontier = self.cluster.open(
+        self.frontier = self.cluster.open(
             lambda queues, on_page=None: TwoLevelFrontier(
                 BreadthFirst(),
                 CostParams(),
@@ -112,7 +114,10 @@ class Parts:
         and the engine is done with it."""
         lane = self.inflight.outcome(request)
         self.frontier.observe(
-            lane, latency=0.01, new_connection=False, served_on_connection=2, closed_by_server=False
+            lane,
+            Measurement(
+                latency=0.01, new_connection=False, served_on_connection=2, closed_by_server=False
+            ),
         )
         self.frontier.done(lane)
 

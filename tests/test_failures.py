@@ -13,6 +13,7 @@ from scrapy_twolevel.frontier import (
     CostParams,
     CrawlCapability,
     HostEstimate,
+    Measurement,
     PerformanceFirst,
     QualityFirst,
     TwoLevelFrontier,
@@ -60,7 +61,10 @@ def fail(f, host, *, timeout=False, elapsed=0.001, repeat=False, silent=False):
 
 def answer(f, host):
     f.observe(
-        host, latency=0.01, new_connection=True, served_on_connection=1, closed_by_server=False
+        host,
+        Measurement(
+            latency=0.01, new_connection=True, served_on_connection=1, closed_by_server=False
+        ),
     )
     f.done(host)
 
@@ -112,7 +116,10 @@ def test_connection_failure_is_a_connection_time_sample():
     assert est.connection_time == 0.002
     assert est.response_time == 0.1
     est.observe(
-        PARAMS, latency=0.05, new_connection=False, served_on_connection=2, closed_by_server=False
+        PARAMS,
+        Measurement(
+            latency=0.05, new_connection=False, served_on_connection=2, closed_by_server=False
+        ),
     )
     assert est.success_rate == pytest.approx(0.8 * 0.8 + 0.2 * 1.0)  # 0.84
 
@@ -168,7 +175,10 @@ def test_a_response_ends_both_streaks():
     clock.now += 10
     f.pop()
     f.observe(
-        "h", latency=0.01, new_connection=True, served_on_connection=1, closed_by_server=False
+        "h",
+        Measurement(
+            latency=0.01, new_connection=True, served_on_connection=1, closed_by_server=False
+        ),
     )
     f.done("h")
     host = f.host("h")
@@ -259,7 +269,10 @@ def test_failures_spread_over_sessions_still_count_in_a_row():
         f.push("h", 1.0, i)
     f.pop()
     f.observe(
-        "h", latency=0.01, new_connection=True, served_on_connection=1, closed_by_server=False
+        "h",
+        Measurement(
+            latency=0.01, new_connection=True, served_on_connection=1, closed_by_server=False
+        ),
     )
     f.done("h")
     f.pop()
@@ -343,7 +356,10 @@ def test_after_a_back_off_one_probe_then_full_sessions_once_it_answers():
     f.pop()
     assert f.host("h").session_budget == 1  # the probe
     f.observe(
-        "h", latency=0.01, new_connection=True, served_on_connection=1, closed_by_server=False
+        "h",
+        Measurement(
+            latency=0.01, new_connection=True, served_on_connection=1, closed_by_server=False
+        ),
     )
     f.done("h")  # it answered: the probe session ends normally, the streaks are reset
     assert f.failed_sessions == 1 and f.next_retry_at() is None

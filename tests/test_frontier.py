@@ -13,6 +13,7 @@ from scrapy_twolevel.frontier import (
     CrawlCapability,
     FifoHostQueue,
     HostEstimate,
+    Measurement,
     PerformanceFirst,
     ProcessingCost,
     QualityFirst,
@@ -80,19 +81,31 @@ def test_session_time_keepalive_and_not():
 def test_first_measurement_replaces_default_then_ewma():
     est = HostEstimate.new(PARAMS)
     est.observe(
-        PARAMS, latency=0.05, new_connection=False, served_on_connection=2, closed_by_server=False
+        PARAMS,
+        Measurement(
+            latency=0.05, new_connection=False, served_on_connection=2, closed_by_server=False
+        ),
     )
     assert est.response_time == pytest.approx(0.05)  # first sample replaces the 0.1 default
     est.observe(
-        PARAMS, latency=0.29, new_connection=True, served_on_connection=1, closed_by_server=False
+        PARAMS,
+        Measurement(
+            latency=0.29, new_connection=True, served_on_connection=1, closed_by_server=False
+        ),
     )
     assert est.connection_time == pytest.approx(0.24)  # 0.29 - 0.05, first sample
     est.observe(
-        PARAMS, latency=0.15, new_connection=True, served_on_connection=1, closed_by_server=False
+        PARAMS,
+        Measurement(
+            latency=0.15, new_connection=True, served_on_connection=1, closed_by_server=False
+        ),
     )
     assert est.connection_time == pytest.approx(0.8 * 0.24 + 0.2 * 0.10)  # 0.212
     est.observe(
-        PARAMS, latency=0.1, new_connection=False, served_on_connection=2, closed_by_server=False
+        PARAMS,
+        Measurement(
+            latency=0.1, new_connection=False, served_on_connection=2, closed_by_server=False
+        ),
     )
     assert est.response_time == pytest.approx(0.8 * 0.05 + 0.2 * 0.1)  # 0.06
 
@@ -101,7 +114,10 @@ def test_first_latency_on_a_new_connection_is_split_in_the_defaults_ratio():
     params = CostParams(default_connection_time=0.1, default_response_time=0.3)
     est = HostEstimate.new(params)
     est.observe(
-        params, latency=0.2, new_connection=True, served_on_connection=1, closed_by_server=False
+        params,
+        Measurement(
+            latency=0.2, new_connection=True, served_on_connection=1, closed_by_server=False
+        ),
     )
     assert est.connection_time == pytest.approx(0.05)  # 0.2 * 0.1 / 0.4
     assert est.response_time == pytest.approx(0.15)
@@ -110,12 +126,18 @@ def test_first_latency_on_a_new_connection_is_split_in_the_defaults_ratio():
 def test_observe_http10_host_turns_off_keepalive_and_lowers_requests_per_connection():
     est = HostEstimate.new(PARAMS)
     est.observe(
-        PARAMS, latency=0.2, new_connection=True, served_on_connection=1, closed_by_server=True
+        PARAMS,
+        Measurement(
+            latency=0.2, new_connection=True, served_on_connection=1, closed_by_server=True
+        ),
     )
     assert est.keepalive is False
     assert est.requests_per_connection == 1
     est.observe(
-        PARAMS, latency=0.2, new_connection=True, served_on_connection=3, closed_by_server=True
+        PARAMS,
+        Measurement(
+            latency=0.2, new_connection=True, served_on_connection=3, closed_by_server=True
+        ),
     )
     assert est.requests_per_connection == pytest.approx(0.8 * 1 + 0.2 * 3)  # 1.4
     assert est.keepalive is True
@@ -125,20 +147,24 @@ def test_observe_keepalive_max_gives_total_per_connection():
     est = HostEstimate.new(PARAMS)
     est.observe(
         PARAMS,
-        latency=0.1,
-        new_connection=False,
-        served_on_connection=3,
-        closed_by_server=False,
-        remaining_on_connection=7,
+        Measurement(
+            latency=0.1,
+            new_connection=False,
+            served_on_connection=3,
+            closed_by_server=False,
+            remaining_on_connection=7,
+        ),
     )
     assert est.requests_per_connection == 10
     est.observe(
         PARAMS,
-        latency=0.1,
-        new_connection=False,
-        served_on_connection=4,
-        closed_by_server=False,
-        remaining_on_connection=16,
+        Measurement(
+            latency=0.1,
+            new_connection=False,
+            served_on_connection=4,
+            closed_by_server=False,
+            remaining_on_connection=16,
+        ),
     )
     assert est.requests_per_connection == pytest.approx(0.8 * 10 + 0.2 * 20)  # 12
 
@@ -146,7 +172,10 @@ def test_observe_keepalive_max_gives_total_per_connection():
 def test_observe_uncensored_count_raises_estimate():
     est = HostEstimate.new(PARAMS)
     est.observe(
-        PARAMS, latency=0.1, new_connection=False, served_on_connection=60, closed_by_server=False
+        PARAMS,
+        Measurement(
+            latency=0.1, new_connection=False, served_on_connection=60, closed_by_server=False
+        ),
     )
     assert est.requests_per_connection == 60
 
@@ -387,7 +416,10 @@ def test_unmeasured_hosts_share_the_prior_until_their_first_observation():
     a, b = f.host("a"), f.host("b")
     assert a.estimate is b.estimate  # one shared prior, not one object per host
     f.observe(
-        "a", latency=0.5, new_connection=False, served_on_connection=2, closed_by_server=False
+        "a",
+        Measurement(
+            latency=0.5, new_connection=False, served_on_connection=2, closed_by_server=False
+        ),
     )
     assert a.estimate is not b.estimate
     assert a.estimate.response_time == 0.5  # the first sample replaces the default
@@ -397,7 +429,10 @@ def test_unmeasured_hosts_share_the_prior_until_their_first_observation():
         b.estimate.response_time = 9.0  # would change every unmeasured host
     with pytest.raises(AttributeError, match="set_estimate"):
         b.estimate.observe(
-            PARAMS, latency=1.0, new_connection=True, served_on_connection=1, closed_by_server=True
+            PARAMS,
+            Measurement(
+                latency=1.0, new_connection=True, served_on_connection=1, closed_by_server=True
+            ),
         )
 
 
@@ -461,14 +496,18 @@ def test_a_held_response_is_a_pace_sample_and_pace_shrinks_when_not_held():
     held = dict(new_connection=False, served_on_connection=2, closed_by_server=False)
     # 0.51 s against a usual 0.01: held 0.5 s. Sent 0.1 s after the previous request,
     # itself not held: the server wants 0.1 + 0.5 - 0 = 0.6 s between request starts.
-    assert est.observe(PARAMS, latency=0.51, gap=0.1, idle=False, **held) == pytest.approx(0.5)
+    assert est.observe(
+        PARAMS, Measurement(latency=0.51, **held), gap=0.1, idle=False
+    ) == pytest.approx(0.5)
     assert est.pace == pytest.approx(0.6)
     # Held 0.4 s, sent 0.52 s after one held 0.5 s: sample 0.52 + 0.4 - 0.5 = 0.42,
     # pace = 0.8 * 0.6 + 0.2 * 0.42 = 0.564.
-    assert est.observe(PARAMS, latency=0.41, gap=0.52, idle=False, **held) == pytest.approx(0.4)
+    assert est.observe(
+        PARAMS, Measurement(latency=0.41, **held), gap=0.52, idle=False
+    ) == pytest.approx(0.4)
     assert est.pace == pytest.approx(0.564)
     # Not held (0.015 < 2 * usual): no hold, the pace shrinks by PACE_DECAY.
-    assert est.observe(PARAMS, latency=0.015, gap=1.0, idle=False, **held) == 0.0
+    assert est.observe(PARAMS, Measurement(latency=0.015, **held), gap=1.0, idle=False) == 0.0
     assert est.pace == pytest.approx(0.564 * 0.95)
     # The holds were left out of the response time.
     assert est.response_time < 0.02
@@ -478,19 +517,19 @@ def test_on_a_new_connection_only_time_beyond_the_usual_set_up_is_a_hold():
     est = _measured(0.01)
     new = dict(new_connection=True, served_on_connection=1, closed_by_server=True)
     # Set-up never measured: the extra time is taken for it, not for a hold.
-    assert est.observe(PARAMS, latency=0.5, gap=0.1, **new) == 0.0
+    assert est.observe(PARAMS, Measurement(latency=0.5, **new), gap=0.1) == 0.0
     assert est.pace == 0.0
     # A host that closes after every request: response 0.01 s, set-up 0.02 s measured.
     est = _measured(0.01)
     est.connection_time, est.connection_samples = 0.02, 1
     # 0.05 s against a usual 0.01 + 0.02 = 0.03: under twice that, not held.
-    assert est.observe(PARAMS, latency=0.05, gap=0.1, **new) == 0.0
+    assert est.observe(PARAMS, Measurement(latency=0.05, **new), gap=0.1) == 0.0
     # connection = 0.05 - 0.01 = 0.04: 0.8 * 0.02 + 0.2 * 0.04 = 0.024.
     assert est.connection_time == pytest.approx(0.024)
     # 0.534 s against a usual 0.01 + 0.024 = 0.034: held 0.5 s; sent 0.1 s after the
     # previous request, not held: pace 0.1 + 0.5 = 0.6. The set-up sample leaves the hold
     # out: 0.034 - 0.01 = 0.024, so the set-up stays 0.024.
-    assert est.observe(PARAMS, latency=0.534, gap=0.1, **new) == pytest.approx(0.5)
+    assert est.observe(PARAMS, Measurement(latency=0.534, **new), gap=0.1) == pytest.approx(0.5)
     assert est.pace == pytest.approx(0.6)
     assert est.connection_time == pytest.approx(0.024)
     # Closed after one request, twice: no keep-alive, one request per connection.
@@ -501,9 +540,11 @@ def test_service_times_after_idle_and_back_to_back_give_the_session_gain():
     est = HostEstimate.new(PARAMS)
     common = dict(new_connection=False, served_on_connection=1, closed_by_server=False)
     assert est.service(PARAMS) == pytest.approx(0.2)  # the prior: 0.1 + 0.1
-    est.observe(PARAMS, latency=0.1, elapsed=0.4, idle=True, **common)
+    est.observe(PARAMS, Measurement(latency=0.1, elapsed=0.4, **common), idle=True)
     assert (est.service(PARAMS), est.session_gain()) == (pytest.approx(0.4), 0.0)
-    est.observe(PARAMS, latency=0.05, elapsed=0.1, idle=False, processing=0.03, **common)
+    est.observe(
+        PARAMS, Measurement(latency=0.05, elapsed=0.1, processing=0.03, **common), idle=False
+    )
     assert est.service(PARAMS) == pytest.approx(0.1)
     assert est.session_gain() == pytest.approx(0.3)  # 0.4 after idle - 0.1 back to back
     assert est.processing_time == pytest.approx(0.03)
@@ -533,14 +574,14 @@ def test_a_paced_host_waits_while_others_are_ready_and_is_sent_early_when_none_i
     f.push("b", 0, "b0")
     obs = dict(new_connection=False, served_on_connection=2, closed_by_server=False)
     assert f.pop() == ("a", "a0")
-    f.observe("a", latency=0.01, **{**obs, "new_connection": True})
+    f.observe("a", Measurement(latency=0.01, **{**obs, "new_connection": True}))
     f.done("a")
     clock.now = 0.1
     assert f.pop() == ("a", "a1")
     clock.now = 0.61
     # a0's 0.01 s on a new connection was split in the defaults' ratio: response time
     # 0.005. a1 took 0.51: held 0.505 s, sent 0.1 s after a0: pace 0.1 + 0.505 = 0.605.
-    f.observe("a", latency=0.51, **obs)
+    f.observe("a", Measurement(latency=0.51, **obs))
     f.done("a")  # the session ends: the server would hold a's next request until then
     # Ranked again PACE_LEAD before: the crawler takes a while to send it.
     assert f.next_retry_at() == pytest.approx(0.1 + 0.505 + 0.605 - PACE_LEAD)

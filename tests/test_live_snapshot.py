@@ -11,7 +11,13 @@ import json
 
 from test_politeness import FakeClock
 
-from scrapy_twolevel.frontier import BreadthFirst, CostParams, CrawlCapability, TwoLevelFrontier
+from scrapy_twolevel.frontier import (
+    BreadthFirst,
+    CostParams,
+    CrawlCapability,
+    Measurement,
+    TwoLevelFrontier,
+)
 from scrapy_twolevel.frontier.failures import FailurePolicy
 from scrapy_twolevel.live.prometheus import render
 from scrapy_twolevel.live.snapshot import SCHEMA_VERSION, host_state, snapshot
@@ -48,7 +54,10 @@ def driven_frontier():
     f.done("failing")
     for host in ("capped", "idle"):
         f.observe(
-            host, latency=0.01, new_connection=False, served_on_connection=1, closed_by_server=False
+            host,
+            Measurement(
+                latency=0.01, new_connection=False, served_on_connection=1, closed_by_server=False
+            ),
         )
         f.done(host)
     f.push("late", 0.9, "late/0")

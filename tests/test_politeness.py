@@ -9,7 +9,13 @@ from __future__ import annotations
 
 import pytest
 
-from scrapy_twolevel.frontier import BreadthFirst, CostParams, HostEstimate, TwoLevelFrontier
+from scrapy_twolevel.frontier import (
+    BreadthFirst,
+    CostParams,
+    HostEstimate,
+    Measurement,
+    TwoLevelFrontier,
+)
 from scrapy_twolevel.frontier.failures import FailurePolicy
 from scrapy_twolevel.frontier.hosts import WAIT_DELAY, WAIT_REFUSED
 
@@ -40,7 +46,10 @@ def frontier(**kwargs):
 
 def answer(f, host):
     f.observe(
-        host, latency=0.01, new_connection=False, served_on_connection=2, closed_by_server=False
+        host,
+        Measurement(
+            latency=0.01, new_connection=False, served_on_connection=2, closed_by_server=False
+        ),
     )
     f.done(host)
 
@@ -59,7 +68,10 @@ def test_refusal_gap_grows_on_refusal_and_shrinks_on_responses():
     est.observe_refusal(2.0)
     assert est.refusal_gap == 2.0  # the refused request came 2 s after the one before
     est.observe(
-        PARAMS, latency=0.01, new_connection=False, served_on_connection=2, closed_by_server=False
+        PARAMS,
+        Measurement(
+            latency=0.01, new_connection=False, served_on_connection=2, closed_by_server=False
+        ),
     )
     assert est.refusal_gap == pytest.approx(1.96)  # 2.0 * 0.98
     restored = HostEstimate.from_dict(est.to_dict())
@@ -208,7 +220,10 @@ def test_a_host_given_up_for_its_budget_while_idle_in_its_session_is_never_serve
     assert f.pop() == ("small", 0)
     f.done("small")  # idle in its session, two URLs left
     f.observe(
-        "small", latency=0.01, new_connection=False, served_on_connection=1, closed_by_server=False
+        "small",
+        Measurement(
+            latency=0.01, new_connection=False, served_on_connection=1, closed_by_server=False
+        ),
     )
     assert f.host("small").given_up and not f.host("small").open
     assert (f.open_hosts, len(f)) == (0, 1)

@@ -13,9 +13,9 @@ from scrapy import Request, Spider, signals
 from scrapy.utils.test import get_crawler
 
 from scrapy_twolevel.errors import StateError
+from scrapy_twolevel.frontier import Measurement
 from scrapy_twolevel.meta import HOST as HOST_META_KEY
 from scrapy_twolevel.scheduler import TwoLevelScheduler
-from scrapy_twolevel.signals import host_measured
 
 MIDDLEWARE = {"scrapy_twolevel.middleware.HostMetricsMiddleware": 950}
 
@@ -39,17 +39,13 @@ def create_scheduler(settings=None, jobdir=None):
     return scheduler, crawler
 
 
-def finish(crawler, request):
-    """What Scrapy and the middleware signal when a request is done, in Scrapy's order."""
+def finish(scheduler, crawler, request):
+    """What Scrapy signals and the middleware reports when a request is done, in Scrapy's
+    order."""
     crawler.signals.send_catch_log(
         signals.request_left_downloader, request=request, spider=crawler.spider
     )
-    crawler.signals.send_catch_log(
-        host_measured,
-        host=request.meta.get(HOST_META_KEY, ""),
-        observation=None,
-        request=request,
-    )
+    scheduler.measured(request, None)
 
 
 def dequeue_all(scheduler, crawler):
@@ -59,7 +55,7 @@ def dequeue_all(scheduler, crawler):
         request = scheduler.next_request()
         assert request is not None, "idle hosts with pending work must hand out a request"
         out.append(request)
-        finish(crawler, request)
+        finish(scheduler, crawler, request)
     return out
 
 
@@ -120,7 +116,7 @@ def test_one_request_in_flight_per_host_until_it_leaves_the_downloader():
     assert first.meta[HOST_META_KEY] == "a.example"
     assert scheduler.next_request() is None
     assert crawler.stats.get_value("twolevel/held_back") == 1
-    finish(crawler, first)
+    finish(scheduler, crawler, first)
     assert scheduler.next_request().url == "http://a.example/1"
     scheduler.close("finished")
 
@@ -152,13 +148,12 @@ def test_http_url_without_host_is_not_lost():
     scheduler.close("finished")
 
 
-def test_unparsable_url_takes_plain_lane_and_is_logged_once(caplog):
-    scheduler, crawler = create_scheduler()
-
+def test_unparsable_url_takes_plain_lane_and_is_logged_once(caplog, monkeypatch):
     def unparsable(request):
         raise ValueError("cannot parse")
 
-    scheduler.intake.host_of = unparsable
+    monkeypatch.setattr("scrapy_twolevel.scheduler.make_request_host", lambda mode: unparsable)
+    scheduler, crawler = create_scheduler()
     for i in range(3):
         scheduler.enqueue_request(Request(f"http://a.example/{i}"))
     assert len(dequeue_all(scheduler, crawler)) == 3
@@ -174,13 +169,12 @@ def test_reopen_from_jobdir_loses_nothing_and_keeps_estimates(tmp_path):
         scheduler.enqueue_request(Request(url, priority=i, callback=crawler.spider.parse))
     first = [scheduler.next_request() for _ in range(2)]
     for request in first:
-        finish(crawler, request)
+        finish(scheduler, crawler, request)
     scheduler.frontier.observe(
         "h1.example",
-        latency=0.5,
-        new_connection=False,
-        served_on_connection=2,
-        closed_by_server=False,
+        Measurement(
+            latency=0.5, new_connection=False, served_on_connection=2, closed_by_server=False
+        ),
     )
     scheduler.close("shutdown")
     saved = json.loads((jobdir / "twolevel" / "hosts.json").read_text())
@@ -239,23 +233,19 @@ def test_corrupt_hosts_file_names_the_file_and_is_not_overwritten(tmp_path):
         create_scheduler(jobdir=jobdir)
 
 
-OBSERVATION = {
-    "latency": 0.3,
-    "new_connection": True,
-    "served_on_connection": 1,
-    "closed_by_server": True,
-    "remaining_on_connection": 0,
-}
+MEASURED = Measurement(
+    latency=0.3,
+    new_connection=True,
+    served_on_connection=1,
+    closed_by_server=True,
+    remaining_on_connection=0,
+)
 
 
-def test_estimates_from_the_middleware_signal_update_the_frontier():
-    from scrapy_twolevel.signals import host_measured
-
+def test_estimates_the_middleware_reports_update_the_frontier():
     scheduler, crawler = create_scheduler()
     request = hand_out(scheduler, crawler, "http://a.example/1")
-    crawler.signals.send_catch_log(
-        host_measured, host="a.example", observation=OBSERVATION, request=request
-    )
+    scheduler.measured(request, MEASURED)
     host = scheduler.frontier.host("a.example")
     est = host.estimate
     # First latency on a new connection, split in the defaults' ratio (0.01 : 0.01).
@@ -269,18 +259,11 @@ def test_estimates_from_the_middleware_signal_update_the_frontier():
 def test_a_response_the_scheduler_did_not_hand_out_is_not_a_page_of_its_host():
     """robots.txt, media pipelines, ``engine.download_async``: such a response counted
     toward the host's budget (1 page + 2 images gave up a host with budget 3)."""
-    from scrapy_twolevel.signals import host_measured
-
-    scheduler, crawler = create_scheduler({"TWOLEVEL_HOST_BUDGET": 2})
+    scheduler, _ = create_scheduler({"TWOLEVEL_HOST_BUDGET": 2})
     assert scheduler.enqueue_request(Request("http://a.example/1"))
     assert scheduler.enqueue_request(Request("http://a.example/2"))
     for path in ("/robots.txt", "/img1.png", "/img2.png"):
-        crawler.signals.send_catch_log(
-            host_measured,
-            host="a.example",
-            observation=OBSERVATION,
-            request=Request(f"http://a.example{path}"),
-        )
+        scheduler.measured(Request(f"http://a.example{path}"), MEASURED)
     host = scheduler.frontier.host("a.example")
     assert host.fetched == 0 and not host.given_up
     assert host.estimate is scheduler.frontier.host("b.example").estimate  # the prior
@@ -306,11 +289,11 @@ def test_redirect_to_another_host_takes_that_hosts_lane():
     on_a = hand_out(scheduler, crawler, "http://a.example/old")
     redirected = on_a.replace(url="http://b.example/new")  # what RedirectMiddleware builds
     assert redirected.meta["download_slot"] == "a.example"
-    finish(crawler, on_a)
+    finish(scheduler, crawler, on_a)
     assert scheduler.enqueue_request(redirected)
     assert "download_slot" not in redirected.meta  # stale: the downloader must not reuse it
     assert scheduler.next_request() is None  # lane b.example is busy: never two in flight
-    finish(crawler, on_b)
+    finish(scheduler, crawler, on_b)
     again = scheduler.next_request()
     assert again is redirected and again.meta[HOST_META_KEY] == "b.example"
     scheduler.close("finished")
@@ -324,12 +307,12 @@ def test_retry_in_domain_mode_stays_in_the_domains_one_lane():
     first.meta["download_slot"] = "www.example.co.uk"  # the downloader keys by hostname
     assert scheduler.enqueue_request(Request("http://shop.example.co.uk/2"))
     retry = first.replace(dont_filter=True)  # what RetryMiddleware builds
-    finish(crawler, first)
+    finish(scheduler, crawler, first)
     assert scheduler.enqueue_request(retry)
     assert scheduler.frontier.host_count == 1
     out = [scheduler.next_request()]
     assert scheduler.next_request() is None  # one lane: one request in flight
-    finish(crawler, out[0])
+    finish(scheduler, crawler, out[0])
     out.append(scheduler.next_request())
     assert {r.meta[HOST_META_KEY] for r in out} == {"example.co.uk"}
     scheduler.close("finished")
@@ -343,7 +326,7 @@ def test_a_download_slot_the_user_set_is_the_lane_and_carries_over():
     mine = scheduler.next_request()
     assert mine.meta[HOST_META_KEY] == "shared"
     derived = mine.replace(url="http://b.example/2")
-    finish(crawler, mine)
+    finish(scheduler, crawler, mine)
     scheduler.enqueue_request(derived)
     assert derived.meta["download_slot"] == "shared"
     assert scheduler.next_request().meta[HOST_META_KEY] == "shared"
@@ -447,7 +430,6 @@ def test_resuming_with_another_shape_stops_with_the_setting_named(tmp_path, firs
 @pytest.mark.parametrize("topics", [False, True])
 def test_a_resumed_jobdir_crawl_remembers_the_pages_each_host_gave(tmp_path, topics):
     """``Host.fetched`` was not saved: every resume gave every host its whole budget again."""
-    from scrapy_twolevel.signals import host_measured
 
     settings = {"TWOLEVEL_HOST_BUDGET": 3}
     if topics:
@@ -459,17 +441,13 @@ def test_a_resumed_jobdir_crawl_remembers_the_pages_each_host_gave(tmp_path, top
         assert scheduler.enqueue_request(Request(f"http://a.example/{i}"))
     for _ in range(2):  # two pages of a.example, then the crawl stops
         request = scheduler.next_request()
-        crawler.signals.send_catch_log(
-            host_measured, host="a.example", observation=OBSERVATION, request=request
-        )
+        scheduler.measured(request, MEASURED)
     scheduler.close("shutdown")
 
     scheduler, crawler = create_scheduler(settings, jobdir=jobdir)
     assert len(scheduler) == 4
     request = scheduler.next_request()  # its third page: its budget
-    crawler.signals.send_catch_log(
-        host_measured, host="a.example", observation=OBSERVATION, request=request
-    )
+    scheduler.measured(request, MEASURED)
     assert scheduler.next_request() is None and len(scheduler) == 0
     assert crawler.stats.get_value("twolevel/hosts_at_budget") == 1
     scheduler.close("finished")

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from scrapy_twolevel.frontier import BreadthFirst, CostParams, TwoLevelFrontier
+from scrapy_twolevel.frontier import BreadthFirst, CostParams, Measurement, TwoLevelFrontier
 from scrapy_twolevel.frontier.topic_frontier import (
     DEFAULT_TOPIC,
     TopicFrontier,
@@ -180,11 +180,13 @@ def test_a_hosts_gap_holds_in_every_topic():
     clock.now = 0.5
     frontier.observe(
         lane,
-        latency=0.5,
-        elapsed=0.5,
-        new_connection=True,
-        served_on_connection=1,
-        closed_by_server=False,
+        Measurement(
+            latency=0.5,
+            elapsed=0.5,
+            new_connection=True,
+            served_on_connection=1,
+            closed_by_server=False,
+        ),
     )
     frontier.done(lane)
     clock.now = 0.6
@@ -210,11 +212,13 @@ def test_an_urgent_host_out_of_its_gap_is_served_before_any_lower_topic():
     assert item == "u0"
     frontier.observe(
         lane,
-        latency=0.1,
-        elapsed=0.1,
-        new_connection=True,
-        served_on_connection=1,
-        closed_by_server=False,
+        Measurement(
+            latency=0.1,
+            elapsed=0.1,
+            new_connection=True,
+            served_on_connection=1,
+            closed_by_server=False,
+        ),
     )
     frontier.done(lane)  # u.example waits out its gap until 1.0
     served = []

@@ -129,6 +129,9 @@ class RedisHistoryStore:
 
     #: :meth:`events` may be read from a worker thread (the client is thread-safe).
     thread_safe = True
+    #: Writes lost (the history's files count those the disk refused; Redis writes are
+    #: retried with the node's ticks, never lost).
+    lost = 0
 
     def __init__(
         self,

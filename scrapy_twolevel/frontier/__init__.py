@@ -1,6 +1,6 @@
 """The Scrapy-free core: host ranking, per-host queues, policies and estimates."""
 
-from .estimates import CostParams, HostEstimate, ProcessingCost, ewma
+from .estimates import CostParams, HostEstimate, Measurement, ProcessingCost, ewma
 from .frontier import PLAIN_LANE, TwoLevelFrontier, memory_queue
 from .hosts import Host, SessionRecord
 from .interface import Frontier
@@ -25,6 +25,7 @@ __all__ = [
     "Host",
     "HostEstimate",
     "HostQueue",
+    "Measurement",
     "PerformanceFirst",
     "Policy",
     "ProcessingCost",

@@ -76,6 +76,32 @@ class CostParams:
     default_response_time: float = 0.01
 
 
+@dataclass(frozen=True, slots=True)
+class Measurement:
+    """What one response tells about its host: measured by the host metrics middleware,
+    folded into the host's estimates by :meth:`HostEstimate.observe`.
+
+    ``latency``: seconds from sending the request to the reply's headers;
+    ``new_connection``: the request opened a connection; ``served_on_connection``: requests
+    served on that connection so far, this one included; ``closed_by_server``: the server
+    closed it after this reply; ``remaining_on_connection``: requests it announced it
+    still serves there (``Keep-Alive: max``; ``None``: not announced); ``elapsed``: seconds
+    to the whole response (its body too; ``None``: ``latency``); ``processing``: crawler
+    CPU seconds the response is expected to cost; ``forgiven_refusals``: the response is an
+    error page whose URL's last refusals were its own (see
+    :meth:`HostEstimate.forgive_refusals`).
+    """
+
+    latency: float
+    new_connection: bool
+    served_on_connection: int
+    closed_by_server: bool
+    remaining_on_connection: int | None = None
+    elapsed: float | None = None
+    processing: float | None = None
+    forgiven_refusals: int = 0
+
+
 @dataclass(slots=True)
 class HostEstimate:
     """What the crawl has learnt about one host.
@@ -132,36 +158,31 @@ class HostEstimate:
     def observe(
         self,
         params: CostParams,
+        measured: Measurement,
         *,
-        latency: float,
-        new_connection: bool,
-        served_on_connection: int,
-        closed_by_server: bool,
-        remaining_on_connection: int | None = None,
-        elapsed: float | None = None,
         gap: float | None = None,
         idle: bool = True,
-        processing: float | None = None,
-        forgiven_refusals: int = 0,
     ) -> float:
         """Fold one response into the estimates; return how long the server held it.
 
-        ``latency`` is the time from sending the request to the reply's headers. On a reused
-        connection it is the response time; on a new one it also holds the set-up, taken as
-        ``latency - response_time`` (never below zero). If the host's response time was
-        never measured, that first latency is split in the ratio of the two defaults.
+        ``measured.latency`` is the time from sending the request to the reply's headers. On
+        a reused connection it is the response time; on a new one it also holds the set-up,
+        taken as ``latency - response_time`` (never below zero). If the host's response time
+        was never measured, that first latency is split in the ratio of the two defaults.
 
-        ``elapsed`` is the time to the whole response (the body's transfer too; default:
-        ``latency``), ``gap`` the time since the host's previous request was sent (``None``:
-        none was), ``idle`` whether the host was idle before this request (``IDLE_GAP``). A
-        response held by the server (see :data:`DELAY_MIN`) is a pace sample; the hold is
-        left out of every time measured. ``processing``: the crawler CPU seconds the
-        response is expected to cost (:class:`ProcessingCost`). ``forgiven_refusals``: the
-        response is an error page whose URL's last refusals were its own, not the host's
-        (see :meth:`forgive_refusals`).
+        ``measured.elapsed`` is the time to the whole response (the body's transfer too;
+        default: ``latency``), ``gap`` the time since the host's previous request was sent
+        (``None``: none was), ``idle`` whether the host was idle before this request
+        (``IDLE_GAP``). A response held by the server (see :data:`DELAY_MIN`) is a pace
+        sample; the hold is left out of every time measured.
         """
+        new_connection = measured.new_connection
+        served_on_connection = measured.served_on_connection
+        closed_by_server = measured.closed_by_server
+        remaining_on_connection = measured.remaining_on_connection
+        elapsed, processing = measured.elapsed, measured.processing
         alpha = params.alpha
-        latency = max(0.0, latency)
+        latency = max(0.0, measured.latency)
         delay = self._held(latency, new_connection)
         latency -= delay
         self._pace(delay, gap, alpha)
@@ -212,8 +233,8 @@ class HostEstimate:
         elif served_on_connection > 1:
             self.keepalive = True
         self.refusal_gap *= REFUSAL_SHRINK
-        if forgiven_refusals:
-            self.forgive_refusals(forgiven_refusals)
+        if measured.forgiven_refusals:
+            self.forgive_refusals(measured.forgiven_refusals)
         self._outcome(1.0, alpha)
         self.samples += 1
         return delay

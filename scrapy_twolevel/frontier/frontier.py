@@ -33,7 +33,15 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from .estimates import IDLE_GAP, PACE_LEAD, REFUSAL_STREAK, CostParams, HostEstimate, SharedPrior
+from .estimates import (
+    IDLE_GAP,
+    PACE_LEAD,
+    REFUSAL_STREAK,
+    CostParams,
+    HostEstimate,
+    Measurement,
+    SharedPrior,
+)
 from .failures import FailurePolicy, jittered
 from .hosts import (
     GIVEN_UP_BUDGET,
@@ -275,14 +283,14 @@ class TwoLevelFrontier:
                 host.budget = self._budget(host_key)
         return host
 
-    def observe(self, host_key: str, /, **observation: Any) -> None:
+    def observe(self, host_key: str, measured: Measurement) -> None:
         """Fold a measured response into the host's estimates (see :meth:`HostEstimate.observe`).
 
         A response ends the host's failure streaks.
         """
         host, now, sent, gap = self._answered(host_key)
         idle = host.last_end is None or sent - host.last_end >= IDLE_GAP
-        delay = host.estimate.observe(self.params, gap=gap, idle=idle, **observation)
+        delay = host.estimate.observe(self.params, measured, gap=gap, idle=idle)
         # The server's rate limit, if it has one: its next request waits until the pace has
         # passed since this one's service began (sent, then held for ``delay``).
         host.ready_at = sent + delay + host.estimate.pace if host.estimate.pace else 0.0
@@ -298,7 +306,7 @@ class TwoLevelFrontier:
         self.estimates_changed(host)
         # The gap counts from when the request really went out: the downloader may have
         # held it after the frontier handed it out (robots.txt first, DOWNLOAD_DELAY).
-        elapsed = observation.get("elapsed")
+        elapsed = measured.elapsed
         self._keep_gap(host, sent if elapsed is None else max(sent, now - elapsed))
 
     def observe_refusal(

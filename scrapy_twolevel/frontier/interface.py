@@ -10,7 +10,7 @@ from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from .estimates import HostEstimate
+    from .estimates import HostEstimate, Measurement
     from .hosts import Host
 
 
@@ -27,8 +27,7 @@ class Frontier(Protocol):
 
     def done(self, lane: str) -> None: ...
 
-    # The lane is positional: the keywords are the observation's (HostEstimate.observe).
-    def observe(self, lane: str, /, **observation: Any) -> None: ...
+    def observe(self, lane: str, measured: Measurement) -> None: ...
 
     def observe_failure(
         self,

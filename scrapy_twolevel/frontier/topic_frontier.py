@@ -35,6 +35,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .estimates import Measurement
 from .frontier import PLAIN_LANE, TwoLevelFrontier
 from .hosts import Host, SeqCounter
 
@@ -317,13 +318,13 @@ class TopicFrontier:
         topic, host = split_lane(lane)
         self.frontiers[topic].done(host)
 
-    def observe(self, lane: str, /, **observation: Any) -> None:
+    def observe(self, lane: str, measured: Measurement) -> None:
         """The response is the host's: the gap its next request must wait (``Crawl-delay``,
         ``TWOLEVEL_HOST_DELAY``, the learnt refusal gap) holds in every topic, or another
         topic would open the host as soon as this one's session ends."""
         topic, host = split_lane(lane)
         frontier = self.frontiers[topic]
-        frontier.observe(host, **observation)
+        frontier.observe(host, measured)
         served = frontier.host(host)
         wait = served.retry_at - frontier.now() if served.retry_at else 0.0
         if wait > 0:

@@ -20,8 +20,6 @@ if TYPE_CHECKING:
     from scrapy import Request, Spider
 
     from ..frontier import Frontier
-    from ..storage.model_store import ModelStore
-    from .seed_planner import SeedPlanner
 
 #: Builds the frontier over a queue factory (``(lane, by_quality) -> queue``).
 #: ``make_frontier(queue_factory, on_page=None)``: the frontier over a backend's queues;
@@ -33,16 +31,11 @@ FrontierMaker = Callable[..., "Frontier"]
 class Backend(Protocol):
     """Where the scheduler's queued requests live; see the module docstring."""
 
-    seeds: SeedPlanner | None
-
     def open(self, make_frontier: FrontierMaker) -> Frontier:
         """Build the frontier over this backend's queues, with what a resumed crawl kept."""
 
-    def recrawl_stores(self) -> tuple[Any, ModelStore] | None:
-        """The recrawl history and model this backend shares (``None``: files)."""
-
     def join(self) -> None:
-        """Start the backend's own work, once the seed planner is in place."""
+        """Start the backend's own work, once the frontier is built."""
 
     def start(self) -> Any:
         """The scheduler is open: open the dupefilter (its result is ``open``'s)."""

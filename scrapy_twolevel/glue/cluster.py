@@ -31,13 +31,14 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .._engine import call_later, peek_meta
 from ..distributed.buckets import bucket_of
-from ..distributed.connect import connect, default_node_id
+from ..distributed.connect import default_node_id
 from ..distributed.history import HistoryWrites, RedisHistoryStore, RedisModelStore
 from ..distributed.inbox import Entry
 from ..distributed.local_only import LocalOnlyRequests
 from ..distributed.node import AfterCommit, Batch, IdTaken, Node, StateLost, SyncResult
 from ..frontier import memory_queue
 from .bucket_loader import BucketLoader
+from .intake import queue
 
 if TYPE_CHECKING:
     from scrapy import Request
@@ -69,6 +70,29 @@ class Owned(NamedTuple):
     entry_id: str | None  # None: not stored in Redis (it could not be encoded)
 
 
+def crawl_id_of(config: ClusterConfig, spider_name: str) -> str:
+    """The crawl's id: ``TWOLEVEL_CRAWL_ID``, else the spider's name."""
+    return config.crawl_id or spider_name
+
+
+def recrawl_stores(
+    redis: Any, crawl_id: str, buckets: int, intake: Intake, codec: SpiderCodec, reporter: Reporter
+) -> tuple[RedisHistoryStore, RedisModelStore]:
+    """The crawl's recrawl history and model in Redis (:mod:`.distributed.history`); a seed
+    plan goes with its request's host's bucket (``None``: it cannot be decoded)."""
+
+    def bucket_of_plan(plan: Plan) -> int | None:
+        try:
+            request = codec.decode(plan.request)
+        except Exception as exc:  # damaged, or a callback this spider does not have
+            reporter.undecodable(exc)
+            return None
+        return bucket_of(intake.lane(request), buckets)
+
+    history = RedisHistoryStore(redis, crawl_id, bucket_of_plan=bucket_of_plan)
+    return history, RedisModelStore(redis, crawl_id)
+
+
 class Cluster:
     """Owns the node's Redis state: the scheduler's backend in the distributed mode."""
 
@@ -77,6 +101,7 @@ class Cluster:
         config: ClusterConfig,
         spider_name: str,
         *,
+        redis: Any,
         intake: Intake,
         codec: SpiderCodec,
         reporter: Reporter,
@@ -85,10 +110,13 @@ class Cluster:
         queued: Callable[[], int],
         wake: Callable[[], object],
         stop: Callable[[str], object] = lambda reason: None,
+        history: RedisHistoryStore | None = None,
+        seeds: SeedPlanner | None = None,
     ) -> None:
-        """``queued``: requests in the local frontier; ``wake``: ask the engine for requests;
-        ``stop``: close the spider, with a reason."""
-        assert config.redis_url is not None
+        """``redis``: the client (:func:`~.distributed.connect.connect`); ``queued``:
+        requests in the local frontier; ``wake``: ask the engine for requests; ``stop``:
+        close the spider, with a reason; ``history`` and ``seeds``: the recrawl history in
+        Redis (:func:`recrawl_stores`) and the seed planner over it (``TWOLEVEL_RECRAWL``)."""
         self.config = config
         self._intake = intake
         self._codec = codec
@@ -99,11 +127,10 @@ class Cluster:
         self._wake = wake
         self._stop = stop
         self.frontier: Frontier | None = None
-        #: The seed planner (``TWOLEVEL_RECRAWL``), set once it is built.
-        self.seeds: SeedPlanner | None = None
-        self.crawl_id = config.crawl_id or spider_name
+        self.seeds = seeds
+        self.crawl_id = crawl_id_of(config, spider_name)
         self.node_id = config.node_id or default_node_id()
-        self.redis = connect(config.redis_url)
+        self.redis = redis
         self.node = Node(
             self.redis,
             self.crawl_id,
@@ -132,8 +159,8 @@ class Cluster:
         self._crawl_idle = False
         self._crawl_planned = False
         self._idle_since: float | None = None
-        #: The recrawl history in Redis (``TWOLEVEL_RECRAWL``): see :meth:`history_store`.
-        self.history: RedisHistoryStore | None = None
+        #: The recrawl history in Redis: its writes go out with this node's ticks.
+        self.history = history
         #: The tick in flight (its Deferred) and the batch it sends.
         self._ticking: Any = None
         self._sending: Batch | None = None
@@ -150,18 +177,6 @@ class Cluster:
         self.sync_cpu = 0.0  # CPU seconds spent in the Redis thread
         self.inbox_depth = 0  # entries in this node's inbox, read with its heartbeats
 
-    def history_store(self) -> RedisHistoryStore:
-        """The crawl's recrawl history in Redis (:mod:`.distributed.history`); its writes,
-        seed plans included, go out with this node's ticks."""
-        if self.history is None:
-            self.history = RedisHistoryStore(
-                self.redis, self.crawl_id, bucket_of_plan=self._bucket_of_plan
-            )
-        return self.history
-
-    def model_store(self) -> RedisModelStore:
-        return RedisModelStore(self.redis, self.crawl_id)
-
     # -- life cycle (the backend's) -----------------------------------------------------------
 
     def open(self, make_frontier: FrontierMaker) -> Frontier:
@@ -169,9 +184,6 @@ class Cluster:
         budgeted host gave: :meth:`_page`)."""
         self.frontier = make_frontier(memory_queue, on_page=self._page)
         return self.frontier
-
-    def recrawl_stores(self) -> tuple[RedisHistoryStore, RedisModelStore]:
-        return self.history_store(), self.model_store()
 
     def join(self) -> None:
         """Join the crawl and take this node's buckets; blocks once, at start-up."""
@@ -313,7 +325,8 @@ class Cluster:
             self._staged.stores.append((bucket, entry_id, data, key))
         gen = self._held.get(bucket) or self._drain_gen[bucket]
         item = Owned(request if data is None else data, bucket, gen, entry_id)
-        if not self._intake.push(host, quality, item, request):
+        assert self.frontier is not None
+        if not queue(self.frontier, host, quality, item, self._reporter):
             self.dropped(item)
             return False
         if entry_id is None:
@@ -385,6 +398,26 @@ class Cluster:
 
     def dispatched(self) -> None:
         return None
+
+    def status(self) -> dict[str, Any]:
+        """The distributed mode as this node knows it without a Redis round trip (the live
+        view reads it on the reactor): the bucket table of its last tick, what it holds and
+        what is moving, its inbox's depth at its last heartbeat, its leases and counts. The
+        other nodes' inboxes and pending requests: ``scrapy twolevel status``."""
+        node, counts = self.node, self.counts
+        return {
+            "crawl_id": self.crawl_id,
+            "node": self.node_id,
+            "buckets_owned": node.registry.table.counts(),
+            "buckets_held_here": len(node.held),
+            "leases_outstanding": self.leases_outstanding(),
+            "inbox_depth": self.inbox_depth,
+            "buckets_moving": self.handing_over(),
+            **{
+                key: counts[key]
+                for key in ("routed_in", "routed_out", "reaped", "rejoined", "loaded")
+            },
+        }
 
     def handing_over(self) -> dict[str, int]:
         """Buckets moving: given away and still draining here, taken and still loading."""
@@ -632,13 +665,6 @@ class Cluster:
         self.counts["forwarded"] += 1
 
     # -- helpers ----------------------------------------------------------------------------
-
-    def _bucket_of_plan(self, plan: Plan) -> int | None:
-        """The bucket of a seed plan: its request's host's."""
-        request = self._decode(plan.request)
-        if request is None:
-            return None
-        return bucket_of(self._intake.lane(request), self.config.buckets)
 
     def _new_id(self) -> str:
         self._next_id += 1

@@ -3,7 +3,8 @@
 :func:`make_request_host` and :func:`make_quality` are shared by the scheduler and the
 middleware so both see the same host for a request; :class:`Intake` is what the storage
 backends (memory, JOBDIR, Redis) call to place a request, with the fallbacks that keep a
-request the dupefilter has already recorded from being lost.
+request the dupefilter has already recorded from being lost; :func:`queue` is their
+common last step.
 
 A request's lane comes from its own URL, in the chosen key mode. Scrapy's downloader
 writes the slot it used into ``meta["download_slot"]``, and redirects, retries and
@@ -26,10 +27,9 @@ from scrapy.utils.misc import load_object
 from .. import meta as meta_keys
 from .._engine import peek_meta
 from ..errors import SettingsError
-from ..frontier import PLAIN_LANE, memory_queue
+from ..frontier import PLAIN_LANE
 from ..frontier.host_keys import make_host_key
 from ..frontier.hosts import GIVEN_UP_BUDGET
-from ..frontier.topic_frontier import SEP
 
 if TYPE_CHECKING:
     from scrapy import Request
@@ -152,14 +152,15 @@ def make_quality(spec: str) -> Callable[[Request], float]:
 
 
 class Intake:
-    """Places requests in the frontier: lane, quality, queue, each with a fallback.
+    """Works out a request's host, lane and quality, each with a fallback.
 
     Nothing a request goes through may lose it once the dupefilter has seen it, so every
     step after the dupefilter has a fallback instead of an exception: the plain lane for a
-    host that cannot be worked out (:meth:`lane`), quality 0 (:meth:`quality`), a memory
-    queue when the disk store fails (:meth:`push`). That lets the dupefilter go first,
-    which saves a crawl of documentation pages (95% of links already seen) most of the
-    work.
+    host that cannot be worked out (:meth:`lane`), quality 0 (:meth:`quality`), and, in
+    the ``JOBDIR`` store, a memory queue when the disk fails
+    (:meth:`~scrapy_twolevel.glue.local.JobdirBackend.queue`). That lets the dupefilter go
+    first, which saves a crawl of documentation pages (95% of links already seen) most of
+    the work.
     """
 
     def __init__(
@@ -168,18 +169,18 @@ class Intake:
         host_of: Callable[[Request], str],
         quality_of: Callable[[Request], float],
         reporter: Reporter,
+        topics: TopicTracker | None = None,
     ) -> None:
+        """``topics``: with topics, a request's lane is its host's lane in its topic."""
         self.host_of = host_of
         self.quality_of = quality_of
         self._reporter = reporter
-        self.frontier: Frontier | None = None
-        #: With topics, a request's lane is its host's lane in its topic.
-        self.topics: TopicTracker | None = None
+        self._topics = topics
 
     def place(self, request: Request) -> tuple[str, str, float]:
         """``(host, lane, quality)`` of a request about to be queued; never raises."""
         host = self.lane(request)
-        lane = host if self.topics is None else self.topics.lane(request, host)
+        lane = host if self._topics is None else self._topics.lane(request, host)
         return host, lane, self.quality(request)
 
     def lane(self, request: Request) -> str:
@@ -218,33 +219,14 @@ class Intake:
             quality -= REQUEUED_PENALTY * requeued
         return quality
 
-    def push(self, lane: str, quality: float, item: Any, request: Request) -> bool:
-        """Queue ``item`` (``request`` or what stands for it) in ``lane``; whether queued.
 
-        If the disk store fails (full disk, I/O error) the request is kept in memory
-        rather than lost after the dupefilter recorded it.
-        """
-        frontier = self.frontier
-        assert frontier is not None
-        try:
-            accepted = frontier.push(lane, quality, item)
-        except Exception as exc:
-            if item is request:
-                raise
-            self._reporter.count_once(
-                "store_error",
-                "The JOBDIR frontier could not store a request (%(request)s); it is kept "
-                "in memory and will be lost if the crawl stops before it is fetched.",
-                f"{type(exc).__name__}: {exc}",
-            )
-            if lane != PLAIN_LANE and not lane.endswith(SEP):
-                frontier.host(lane, queue_factory=memory_queue)
-            accepted = frontier.push(lane, quality, request)
-        if not accepted:
-            why = frontier.host(lane).given_up_for
-            self._reporter.inc(
-                "twolevel/dropped/budget"
-                if why == GIVEN_UP_BUDGET
-                else "twolevel/dropped/host_failed"
-            )
-        return accepted
+def queue(frontier: Frontier, lane: str, quality: float, item: Any, reporter: Reporter) -> bool:
+    """Queue ``item`` in ``lane``; whether it was queued. A host given up (failing, or at its
+    budget) takes no more: counted by why."""
+    if frontier.push(lane, quality, item):
+        return True
+    why = frontier.host(lane).given_up_for
+    reporter.inc(
+        "twolevel/dropped/budget" if why == GIVEN_UP_BUDGET else "twolevel/dropped/host_failed"
+    )
+    return False

@@ -30,10 +30,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .._engine import call_later
+from ..dupefilter import SeenCacheDupeFilter
 from ..errors import StoreUnavailable
 from ..frontier import PLAIN_LANE, HostEstimate, memory_queue
+from ..frontier.topic_frontier import SEP
 from ..storage.sqlite import Leased, SqliteStore
 from ..storage.state_files import read_hosts, write_hosts
+from .intake import queue
 from .preflight import explained_mismatch
 
 if TYPE_CHECKING:
@@ -42,7 +45,6 @@ if TYPE_CHECKING:
 
     from ..codec import SpiderCodec
     from ..frontier import Frontier, Policy
-    from ..storage.model_store import ModelStore
     from .backend import FrontierMaker
     from .inflight import InFlight
     from .intake import Intake
@@ -60,25 +62,24 @@ class MemoryBackend:
         dupefilter: BaseDupeFilter,
         intake: Intake,
         reporter: Reporter,
+        seeds: SeedPlanner | None = None,
     ) -> None:
+        """``seeds``: the seed planner (``TWOLEVEL_RECRAWL``), told of every request queued."""
         self.df = dupefilter
         # Only the seen cache can test a request without recording it.
-        key, has_key = (
-            getattr(dupefilter, "request_key", None),
-            getattr(dupefilter, "has_key", None),
+        self._peek = (
+            (dupefilter.request_key, dupefilter.has_key)
+            if isinstance(dupefilter, SeenCacheDupeFilter)
+            else None
         )
-        self._peek = (key, has_key) if key and has_key else None
         self.intake = intake
         self.reporter = reporter
+        self.seeds = seeds
         self.frontier: Frontier | None = None
-        self.seeds: SeedPlanner | None = None
 
     def open(self, make_frontier: FrontierMaker) -> Frontier:
         self.frontier = make_frontier(memory_queue)
         return self.frontier
-
-    def recrawl_stores(self) -> tuple[Any, ModelStore] | None:
-        return None
 
     def join(self) -> None:
         return None
@@ -97,12 +98,17 @@ class MemoryBackend:
         if host == PLAIN_LANE:
             self.reporter.inc("twolevel/plain_lane")
         item = self._item(request)
-        if not self.intake.push(lane, quality, item, request):
+        if not self.queue(lane, quality, item, request):
             return False
         self.reporter.inc(
             "scheduler/enqueued/disk" if isinstance(item, bytes) else "scheduler/enqueued/memory"
         )
         return True
+
+    @property
+    def can_peek(self) -> bool:
+        """Whether :meth:`drop_if_seen` can answer: the dupefilter is the seen cache."""
+        return self._peek is not None
 
     def drop_if_seen(self, request: Request) -> bool:
         """Whether :meth:`enqueue` would filter ``request``, asked without recording it
@@ -120,6 +126,11 @@ class MemoryBackend:
     def _item(self, request: Request) -> Any:
         """What stands for ``request`` in its queue."""
         return request
+
+    def queue(self, lane: str, quality: float, item: Any, request: Request) -> bool:
+        """Queue ``item`` (``request`` or what stands for it) in ``lane``; whether queued."""
+        assert self.frontier is not None
+        return queue(self.frontier, lane, quality, item, self.reporter)
 
     def dropped(self, item: Any) -> None:
         return None
@@ -213,9 +224,8 @@ class JobdirBackend(MemoryBackend):
         if store.resumed_leases:
             self.reporter.set("twolevel/leases_resumed", store.resumed_leases)
         store.before_commit(self._inflight.collect)
-        attach = getattr(self.df, "attach_store", None)
-        if attach is not None:
-            attach(store)
+        if isinstance(self.df, SeenCacheDupeFilter):
+            self.df.attach_store(store)
         else:
             from scrapy.dupefilters import RFPDupeFilter
 
@@ -259,6 +269,26 @@ class JobdirBackend(MemoryBackend):
     def _item(self, request: Request) -> Any:
         data = self._codec.encode(request)
         return request if data is None else data
+
+    def queue(self, lane: str, quality: float, item: Any, request: Request) -> bool:
+        """As in memory; if the disk store fails (full disk, I/O error) the request is kept
+        in memory rather than lost after the dupefilter recorded it."""
+        frontier = self.frontier
+        assert frontier is not None
+        try:
+            return queue(frontier, lane, quality, item, self.reporter)
+        except Exception as exc:
+            if item is request:
+                raise
+            self.reporter.count_once(
+                "store_error",
+                "The JOBDIR frontier could not store a request (%(request)s); it is kept "
+                "in memory and will be lost if the crawl stops before it is fetched.",
+                f"{type(exc).__name__}: {exc}",
+            )
+            if lane != PLAIN_LANE and not lane.endswith(SEP):
+                frontier.host(lane, queue_factory=memory_queue)
+            return queue(frontier, lane, quality, request, self.reporter)
 
     def unpack(self, lane: str, item: Any) -> Request | None:
         if not isinstance(item, Leased):

@@ -47,13 +47,14 @@ RECRAWL_REPORTED = ("plans_loaded",)
 class Reporter:
     """The crawl's stats, and warnings logged once per kind."""
 
-    def __init__(self, stats: StatsCollector) -> None:
+    def __init__(self, stats: StatsCollector, spider: Spider | None = None) -> None:
+        """``spider``: named in the log lines' ``extra``."""
         self.stats = stats
         # Bound once: Scrapy 2.19's StatsCollector wraps every method looked up on it, which
         # costs a microsecond per lookup, four times per request here.
         self.inc = stats.inc_value
         self.set = stats.set_value
-        self.spider: Spider | None = None
+        self.spider = spider
         self._warned: set[str] = set()
 
     def count_once(self, what: str, message: str, subject: object) -> None:

@@ -362,7 +362,7 @@ class SeedPlanner:
                 timer.cancel()
         self._wake_timer = self._commit_timer = self._deadline_timer = None
         self._stats.set_value("twolevel/recrawl/seeds", len(self._plans))
-        if getattr(self.history, "lost", 0):
+        if self.history.lost:
             self._stats.set_value("twolevel/recrawl/history_lost", self.history.lost)
         try:
             counts = self.history.counts()
@@ -524,7 +524,7 @@ class SeedPlanner:
 
         self._training, self._trained_at = True, now
         self.history.commit()
-        if getattr(self.history, "thread_safe", False):
+        if self.history.thread_safe:
             read_events: Callable[[], Iterable[Any]] = self.history.events
         else:  # a SQLite connection stays in its thread: read here
             events = list(self.history.events())

@@ -20,9 +20,10 @@ from typing import TYPE_CHECKING, Any, Self
 from scrapy import signals
 from scrapy.exceptions import NotConfigured
 
-from .._engine import requests_in_downloader, scheduler_of
+from .._engine import requests_in_downloader
 from ..config import PORT, STATUS_INTERVAL, WEB_HOST, WEB_TOP_HOSTS
 from ..signals import host_failed
+from ..view import view_of
 from .snapshot import SCHEMA_VERSION, STATES, snapshot
 
 if TYPE_CHECKING:
@@ -101,9 +102,9 @@ class LiveView:
             "elapsed_s": round(elapsed, 1),
             "pages_per_min": round(60 * self.pages / elapsed, 1) if elapsed > 0 else 0.0,
         }
-        scheduler = scheduler_of(self.crawler)
-        frontier = getattr(scheduler, "frontier", None)
-        if frontier is None:  # not this package's scheduler, or not open
+        view = view_of(self.crawler)
+        frontier = None if view is None else view.frontier
+        if view is None or frontier is None:  # not this package's scheduler, or not open
             states = dict.fromkeys(STATES, 0)
             return {
                 "schema": SCHEMA_VERSION,
@@ -115,19 +116,19 @@ class LiveView:
         snap = snapshot(frontier, frontier.now(), top=self.top, named=named or (), crawl=crawl)
         for row in snap["hosts"]:
             row["failures"] = dict(self.failures.get(row["host"], {}))
-        seeds = getattr(scheduler, "seeds", None)  # TWOLEVEL_RECRAWL
+        seeds = view.seed_rows(self.top)  # TWOLEVEL_RECRAWL
         if seeds is not None:
-            snap["seeds"] = seeds.plan_rows(self.top)
-        backend = getattr(scheduler, "backend", None)
-        if getattr(backend, "node", None) is not None:  # TWOLEVEL_REDIS_URL
-            snap["cluster"] = cluster_view(backend)
+            snap["seeds"] = seeds
+        cluster = view.cluster_status()  # TWOLEVEL_REDIS_URL
+        if cluster is not None:
+            snap["cluster"] = cluster
         return snap
 
     def response_received(self, response: Response, request: Request, spider: Spider) -> None:
         self.pages += 1
-        intake = getattr(scheduler_of(self.crawler), "intake", None)
-        if intake is not None:
-            self.quality += max(0.0, intake.quality_of(request))
+        view = view_of(self.crawler)
+        if view is not None:
+            self.quality += max(0.0, view.quality(request))
 
     def host_failed(self, host: str, kind: str, **_: Any) -> None:
         self.failures.setdefault(host, Counter())[kind] += 1
@@ -197,21 +198,3 @@ class LiveView:
             listening, self._listening = self._listening, None
             return listening.stopListening()
         return None
-
-
-def cluster_view(backend: Any) -> dict[str, Any]:
-    """The distributed mode as this node knows it without a Redis round trip (the view is
-    read on the reactor): the bucket table of its last tick, what it holds and what is
-    moving, its inbox's depth at its last heartbeat, its leases and counts. The other
-    nodes' inboxes and pending requests: ``scrapy twolevel status``."""
-    node, counts = backend.node, backend.counts
-    return {
-        "crawl_id": backend.crawl_id,
-        "node": backend.node_id,
-        "buckets_owned": node.registry.table.counts(),
-        "buckets_held_here": len(node.held),
-        "leases_outstanding": backend.leases_outstanding(),
-        "inbox_depth": backend.inbox_depth,
-        "buckets_moving": backend.handing_over(),
-        **{key: counts[key] for key in ("routed_in", "routed_out", "reaped", "rejoined", "loaded")},
-    }

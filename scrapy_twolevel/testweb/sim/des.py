@@ -66,6 +66,7 @@ from typing import Any, Literal
 from scrapy_twolevel.frontier import (
     BUILTIN_POLICIES,
     CostParams,
+    Measurement,
     SessionRecord,
     TwoLevelFrontier,
 )
@@ -340,11 +341,13 @@ class _TwoLevelCrawl(_Crawl):
         obs = self.tracker.observe(key, facts, sent_at=started, replied_at=self.now)
         self.frontier.observe(
             key,
-            latency=self.now - started,
-            new_connection=obs.new_connection,
-            served_on_connection=obs.served_on_connection,
-            closed_by_server=obs.closed_by_server,
-            remaining_on_connection=obs.remaining_on_connection,
+            Measurement(
+                latency=self.now - started,
+                new_connection=obs.new_connection,
+                served_on_connection=obs.served_on_connection,
+                closed_by_server=obs.closed_by_server,
+                remaining_on_connection=obs.remaining_on_connection,
+            ),
         )
         if self._ended:
             if self.net.reuse == "session":

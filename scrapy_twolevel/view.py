@@ -1,0 +1,79 @@
+"""The two-level scheduler as this package's middlewares and extensions see it.
+
+Scrapy builds middlewares and extensions before the scheduler and hands them no reference
+to it, so they look it up when they need it: :func:`view_of` gives the open
+:class:`~scrapy_twolevel.scheduler.TwoLevelScheduler` as a :class:`CrawlView` (``None``
+under another scheduler, or before it opened). The view is the one way in: the host
+metrics middleware reports each request's outcome through it and reads the scheduler's
+answer from the call (whether to send a request back), the duplicate-links middleware
+asks it whether a link was seen, the live view reads the frontier and the cluster's
+status. Nothing else of the scheduler is an interface.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol
+
+from ._engine import scheduler_of
+
+if TYPE_CHECKING:
+    from scrapy import Request
+    from scrapy.crawler import Crawler
+
+    from .frontier import Frontier, Measurement
+
+
+class CrawlView(Protocol):
+    """What the open two-level scheduler answers; see the module docstring."""
+
+    @property
+    def frontier(self) -> Frontier | None:
+        """The frontier: hosts, their queues, estimates and states (``None`` once closed)."""
+
+    def seed_rows(self, top: int) -> list[dict[str, Any]] | None:
+        """The seed planner's next refetches (``TWOLEVEL_RECRAWL``), ``None`` without one."""
+
+    def cluster_status(self) -> dict[str, Any] | None:
+        """The distributed mode as this node knows it, ``None`` on one machine."""
+
+    def quality(self, request: Request) -> float:
+        """``TWOLEVEL_QUALITY`` of ``request`` (may raise what the user's function raises)."""
+
+    def seen_test(self) -> Callable[[Request], bool] | None:
+        """``request -> bool``: whether the scheduler would filter ``request`` as seen, asked
+        without recording it (a request dropped so is logged as filtered); ``None`` when
+        the dupefilter cannot be asked that (not the seen cache, or the distributed mode)."""
+
+    def measured(self, request: Request, measurement: Measurement | None) -> None:
+        """A response to ``request`` came; ``measurement`` is what it tells about its host
+        (``None``: nothing: cached, unmeasured, or an ``IgnoreRequest``)."""
+
+    def failed(
+        self,
+        request: Request,
+        *,
+        elapsed: float,
+        timeout: bool,
+        kind: str,
+        repeat: bool,
+        silent: bool,
+    ) -> bool:
+        """The download of ``request`` failed (see :data:`~.signals.host_failed`); whether
+        its host is backed off (the request is then worth sending back)."""
+
+    def refused(self, request: Request, host: str, retry_after: float | None) -> bool:
+        """The server refused ``request`` for now; whether it is worth sending back."""
+
+    def crawl_delay(self, host: str, delay: float) -> None:
+        """``host``'s robots.txt asks for ``delay`` seconds between requests."""
+
+
+def view_of(crawler: Crawler) -> CrawlView | None:
+    """The crawl's open two-level scheduler, ``None`` under another or before it opened."""
+    from .scheduler import TwoLevelScheduler  # the scheduler imports what imports this
+
+    scheduler = scheduler_of(crawler)
+    if isinstance(scheduler, TwoLevelScheduler):
+        return scheduler if scheduler.frontier is not None else None
+    return None
