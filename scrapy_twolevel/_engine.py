@@ -24,7 +24,7 @@ The test command runs the crawl tests on the lowest and the whole suite on the n
 
 from __future__ import annotations
 
-from collections.abc import Callable, Container, Mapping
+from collections.abc import Callable, Collection, Container, Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
@@ -56,7 +56,7 @@ def wake_engine(crawler: Crawler) -> bool:
     return True
 
 
-def requests_in_downloader(crawler: Crawler) -> Container[Any] | None:
+def requests_in_downloader(crawler: Crawler) -> Collection[Any] | None:
     """Requests the downloader holds (its middlewares included), from fetch to response.
 
     A request the scheduler handed out that is no longer here was dropped before download
@@ -192,6 +192,7 @@ def call_later(delay: float, func: Callable[[], None]) -> Any:
 
     Unit tests drive the scheduler without a reactor; they lose only the timers.
     """
+    scrapy_call_later: Callable[[float, Callable[[], None]], Any]
     try:
         from scrapy.utils.asyncio import call_later as scrapy_call_later
     except ImportError:  # Scrapy < 2.14: no scrapy.utils.asyncio
@@ -244,7 +245,7 @@ def close_spider(crawler: Crawler, reason: str) -> None:
         return
     close_async = getattr(engine, "close_spider_async", None)
     if close_async is None:  # Scrapy < 2.14: close_spider(spider, reason) -> Deferred
-        engine.close_spider(crawler.spider, reason)
+        engine.close_spider(crawler.spider, reason)  # type: ignore[arg-type]  # < 2.14: open
         return
     from scrapy.utils.defer import _schedule_coro
 
@@ -259,5 +260,5 @@ def get_spider_loader(settings: BaseSettings) -> Any:
     except ImportError:  # Scrapy < 2.14
         from scrapy.crawler import CrawlerRunner
 
-        scrapy_get_spider_loader = CrawlerRunner._get_spider_loader
+        scrapy_get_spider_loader = CrawlerRunner._get_spider_loader  # type: ignore[attr-defined]
     return scrapy_get_spider_loader(settings)

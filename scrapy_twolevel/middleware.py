@@ -318,7 +318,7 @@ class HostMetricsMiddleware:
         if host is None:
             return response
         self.tracker.answered(host)  # any reply: a refusal, a cached or unmeasured one too
-        forgiven = 0
+        forgiven: int | None = 0
         if not refusal:
             self.refused_urls.answered(request.url)
         elif response.status == 429 or b"Retry-After" in response.headers:
@@ -335,8 +335,8 @@ class HostMetricsMiddleware:
         pooled = self._pooled(request)
         facts = ReplyFacts.parse(
             getattr(response, "protocol", None),
-            response.headers.get(b"Connection", b"").decode("latin-1"),
-            response.headers.get(b"Keep-Alive", b"").decode("latin-1"),
+            (response.headers.get(b"Connection") or b"").decode("latin-1"),
+            (response.headers.get(b"Keep-Alive") or b"").decode("latin-1"),
             kept_open=None if pooled is None else pooled > 0,
         )
         now = self._clock()
@@ -355,7 +355,7 @@ class HostMetricsMiddleware:
             remaining_on_connection=obs.remaining_on_connection,
             elapsed=max(float(latency), elapsed),
             processing=self.processing.response(len(response.body)),
-            forgiven_refusals=forgiven,
+            forgiven_refusals=forgiven or 0,
         )
         self._measured(host, request, measurement)
         return response
@@ -440,12 +440,12 @@ class HostMetricsMiddleware:
         self._leave_gate(request)
         host = self._host(request)
         if host is None:
-            return
+            return None
         if isinstance(exception, IgnoreRequest):
             # Says nothing about the host; the request is finished all the same.
             self._stats.inc_value("twolevel/metrics/ignored")
             self._measured(host, request, None)
-            return
+            return None
         self.tracker.connection_lost(host)
         self._stats.inc_value("twolevel/metrics/failures")
         if isinstance(exception, TIMEOUTS):

@@ -340,7 +340,9 @@ class TwoLevelScheduler(BaseScheduler):
         """Connect (or disconnect) the signals the scheduler listens to."""
         if on == self._connected:
             return
-        handlers = [(self._request_left, signals.request_left_downloader)]
+        handlers: list[tuple[Callable[..., object], object]] = [
+            (self._request_left, signals.request_left_downloader)
+        ]
         if self.topics is not None:
             handlers += [
                 (self.topics.item_scraped, signals.item_scraped),
@@ -364,7 +366,11 @@ class TwoLevelScheduler(BaseScheduler):
             else:
                 # The distributed mode: the seeds' last history records go out with the
                 # node's last batch, and the history's counts are reported after them.
-                leaving.addBoth(lambda result: close_seed_planner(self.crawler, seeds) or result)
+                def close_seeds(result: Any) -> Any:
+                    close_seed_planner(self.crawler, seeds)
+                    return result
+
+                leaving.addBoth(close_seeds)
         frontier = self.frontier
         if frontier is not None:
             if not self._outcomes_reported:

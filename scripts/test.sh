@@ -13,6 +13,7 @@ if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; the
 fi
 .venv/bin/python -m pip install -q --disable-pip-version-check -e ".[test]"
 .venv/bin/ruff check .
+.venv/bin/mypy  # strict over the package (setup.cfg [mypy])
 .venv/bin/python -m sphinx -W -q -b html docs docs/_build/html
 .venv/bin/python -m pytest -q --durations=25 "$@"
 if [ $# -eq 0 ]; then

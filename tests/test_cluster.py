@@ -16,9 +16,10 @@ from twisted.internet import defer
 
 from scrapy_twolevel.codec import SpiderCodec
 from scrapy_twolevel.config import ClusterConfig
+from scrapy_twolevel.distributed.batch import Batch
 from scrapy_twolevel.distributed.buckets import bucket_of
 from scrapy_twolevel.distributed.connect import connect
-from scrapy_twolevel.distributed.node import Batch, Node, clear_crawl
+from scrapy_twolevel.distributed.node import Node, clear_crawl
 from scrapy_twolevel.dupefilter import SeenCacheDupeFilter
 from scrapy_twolevel.frontier import BreadthFirst, CostParams, Measurement, TwoLevelFrontier
 from scrapy_twolevel.glue.cluster import Cluster

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from test_node import BUCKETS, Clock, key, node
 
+from scrapy_twolevel.distributed.batch import Batch
 from scrapy_twolevel.distributed.history import (
     FETCHES_KEPT,
     HistoryWrites,
@@ -23,7 +24,7 @@ from scrapy_twolevel.distributed.history import (
     decode_plan,
     encode_plan,
 )
-from scrapy_twolevel.distributed.node import Batch, clear_crawl, status
+from scrapy_twolevel.distributed.node import clear_crawl, status
 from scrapy_twolevel.errors import StateError
 from scrapy_twolevel.recrawl.model import fit_predictor
 from scrapy_twolevel.recrawl.planner import Plan

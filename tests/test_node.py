@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import pytest
 
+from scrapy_twolevel.distributed.batch import AfterCommit, Batch
 from scrapy_twolevel.distributed.buckets import bucket_of
-from scrapy_twolevel.distributed.node import AfterCommit, Batch, Node, clear_crawl, status
+from scrapy_twolevel.distributed.node import Node, clear_crawl, status
 from scrapy_twolevel.distributed.registry import IdTaken, StateLost
 
 BUCKETS = 4

@@ -29,6 +29,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Mapping
+from functools import partial
 from typing import Any
 
 from .buckets import BucketTable, Move
@@ -151,9 +152,7 @@ class Registry:
         for member in sorted(self._members()):
             if member == self.node_id or self.redis.exists(self.key(f"alive:{member}")):
                 continue
-            moves = self._change(
-                lambda table, m=member: self._leave(table, m), remove=member, only_if=member
-            )
+            moves = self._change(partial(self._leave, node=member), remove=member, only_if=member)
             if moves:
                 reaped[member] = moves
         return reaped

@@ -18,7 +18,7 @@ from .._engine import call_later
 class Alarm:
     """Calls ``fire()`` once the ``clock`` reaches the earliest time given to :meth:`at`."""
 
-    def __init__(self, fire: Callable[[], None], clock: Callable[[], float]) -> None:
+    def __init__(self, fire: Callable[[], object], clock: Callable[[], float]) -> None:
         self._fire = fire
         self._clock = clock
         self._timer: Any = None

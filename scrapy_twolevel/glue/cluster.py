@@ -30,12 +30,14 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .._engine import call_later, peek_meta
+from ..distributed.batch import AfterCommit, Batch, SyncResult
 from ..distributed.buckets import bucket_of
 from ..distributed.connect import default_node_id
 from ..distributed.history import HistoryWrites, RedisHistoryStore, RedisModelStore
 from ..distributed.inbox import Entry
 from ..distributed.local_only import LocalOnlyRequests
-from ..distributed.node import AfterCommit, Batch, IdTaken, Node, StateLost, SyncResult
+from ..distributed.node import Node
+from ..distributed.registry import IdTaken, StateLost
 from ..frontier import memory_queue
 from .bucket_loader import BucketLoader
 from .intake import queue
@@ -236,7 +238,12 @@ class Cluster:
             self._report_local_only_lost()
             batch = self._take_batch(final=True)
             try:
-                yield threads.deferToThreadPool(reactor, self._pool, self._leave, batch)
+                yield threads.deferToThreadPool(
+                    reactor,  # type: ignore[arg-type]  # every reactor runs threads
+                    self._pool,
+                    self._leave,
+                    batch,
+                )
             except Exception as exc:
                 self._reporter.leave_failed(self.crawl_id, exc)
             finally:
@@ -347,7 +354,8 @@ class Cluster:
             if self._held.get(item.bucket) == item.gen:
                 self._staged.dones.append((item.bucket, item.entry_id))
         elif isinstance(item, Owned) and self._is_current(item):
-            self._local_only.remove(item.bucket, item.request.url)
+            if not isinstance(item.request, bytes):  # never stored: kept here only
+                self._local_only.remove(item.bucket, item.request.url)
 
     def unpack(self, lane: str, item: Any) -> Request | None:
         """The request to hand out for a popped item, or ``None`` if the copy is stale
@@ -356,8 +364,9 @@ class Cluster:
         if not self._is_current(item):
             self.counts["stale_skipped"] += 1
             return None
-        request = item.request
-        if isinstance(request, bytes) and (request := self._decode(request)) is None:
+        kept = item.request
+        request = self._decode(kept) if isinstance(kept, bytes) else kept
+        if request is None:
             self.dropped(item)  # it was decoded before: only a codec that changed since
             return None
         if item.entry_id is None:
@@ -459,7 +468,12 @@ class Cluster:
             return None
         batch = self._take_batch()
         self._sending = batch
-        self._ticking = threads.deferToThreadPool(reactor, self._pool, self.node.sync, batch)
+        self._ticking = threads.deferToThreadPool(
+            reactor,  # type: ignore[arg-type]  # every reactor runs threads
+            self._pool,
+            self.node.sync,
+            batch,
+        )
         self._ticking.addCallbacks(self._synced, self._sync_failed, errbackArgs=(batch,))
         return self._ticking
 

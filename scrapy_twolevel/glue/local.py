@@ -27,7 +27,7 @@ with its leased requests queued again.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from .._engine import call_later
 from ..dupefilter import SeenCacheDupeFilter
@@ -40,7 +40,7 @@ from .intake import queue
 from .preflight import explained_mismatch
 
 if TYPE_CHECKING:
-    from scrapy import Request
+    from scrapy import Request, Spider
     from scrapy.dupefilters import BaseDupeFilter
 
     from ..codec import SpiderCodec
@@ -67,11 +67,7 @@ class MemoryBackend:
         """``seeds``: the seed planner (``TWOLEVEL_RECRAWL``), told of every request queued."""
         self.df = dupefilter
         # Only the seen cache can test a request without recording it.
-        self._peek = (
-            (dupefilter.request_key, dupefilter.has_key)
-            if isinstance(dupefilter, SeenCacheDupeFilter)
-            else None
-        )
+        self._seen_cache = dupefilter if isinstance(dupefilter, SeenCacheDupeFilter) else None
         self.intake = intake
         self.reporter = reporter
         self.seeds = seeds
@@ -89,7 +85,7 @@ class MemoryBackend:
 
     def enqueue(self, request: Request) -> bool:
         if not request.dont_filter and self.df.request_seen(request):
-            self.df.log(request, self.reporter.spider)
+            self.df.log(request, cast("Spider", self.reporter.spider))
             return False
         # After the dupefilter (most links are duplicates): nothing here can fail.
         host, lane, quality = self.intake.place(request)
@@ -108,19 +104,19 @@ class MemoryBackend:
     @property
     def can_peek(self) -> bool:
         """Whether :meth:`drop_if_seen` can answer: the dupefilter is the seen cache."""
-        return self._peek is not None
+        return self._seen_cache is not None
 
     def drop_if_seen(self, request: Request) -> bool:
         """Whether :meth:`enqueue` would filter ``request``, asked without recording it
         (logged as filtered if so; the caller counts it): the duplicate-links middleware
         drops such requests as the spider yields them. ``False`` when the dupefilter is not
         the seen cache, which has no test that records nothing."""
-        if request.dont_filter or self._peek is None:
+        seen = self._seen_cache
+        if request.dont_filter or seen is None:
             return False
-        key, has_key = self._peek
-        if not has_key(key(request)):
+        if not seen.has_key(seen.request_key(request)):
             return False
-        self.df.log(request, self.reporter.spider, count=False)
+        seen.log(request, cast("Spider", self.reporter.spider), count=False)
         return True
 
     def _item(self, request: Request) -> Any:
@@ -140,7 +136,8 @@ class MemoryBackend:
 
     def unpack(self, lane: str, item: Any) -> Request | None:
         self.reporter.inc("scheduler/dequeued/memory")
-        return item
+        request: Request = item
+        return request
 
     def dispatched(self) -> None:
         return None

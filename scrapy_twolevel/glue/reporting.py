@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from scrapy import Spider
     from scrapy.statscollectors import StatsCollector
 
-    from ..distributed.node import SyncResult
+    from ..distributed.batch import SyncResult
     from ..frontier import Frontier
 
 logger = logging.getLogger(__name__)

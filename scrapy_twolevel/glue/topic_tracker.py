@@ -63,7 +63,7 @@ class TopicTracker:
     def topic_of(self, request: Request) -> str:
         """The topic whose lane ``request`` took (see :meth:`lane`)."""
         topic = peek_meta(request).get(meta_keys.TOPIC)
-        return topic if self._declared(topic) else DEFAULT_TOPIC
+        return str(topic) if self._declared(topic) else DEFAULT_TOPIC
 
     def _declared(self, topic: Any) -> bool:
         try:

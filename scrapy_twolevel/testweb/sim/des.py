@@ -255,7 +255,7 @@ class _Crawl:
 
     def wake_at(self, t: float) -> None:
         self._seq += 1
-        heapq.heappush(self._events, (t, self._seq, -1, None, t, False, 0))  # type: ignore[arg-type]
+        heapq.heappush(self._events, (t, self._seq, -1, None, t, False, 0))  # type: ignore[misc]
 
     def result(self, variant: str, connections: int, sessions: int = 0) -> CrawlRun:
         return CrawlRun(

@@ -118,7 +118,8 @@ def pagerank(
         change = float(np.abs(new - rank).sum())
         rank = new
         if change < tol:
-            return rank.tolist()
+            ranks: list[float] = rank.tolist()
+            return ranks
     raise ValueError(f"pagerank did not converge to {tol} in {max_iter} iterations")
 
 
