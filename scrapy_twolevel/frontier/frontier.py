@@ -200,9 +200,9 @@ class TwoLevelFrontier:
             self._pending -= 1
             return PLAIN_LANE, self._plain.pop()
         if self._backoff:
-            self._release(self._backoff, "retry_at")
+            self._release(self._backoff, backoff=True)
         if self._paced:
-            self._release(self._paced, "paced_until")
+            self._release(self._paced, backoff=False)
         if self._ready:
             host = self._ready.popleft()
         elif self._open < self._max_open:
@@ -666,16 +666,19 @@ class TwoLevelFrontier:
         if self._on_give_up is not None:
             self._on_give_up(host.key, dropped, why)
 
-    def _release(self, heap: list[tuple[float, int, str]], attribute: str) -> None:
-        """Rank again the hosts whose wait in ``heap`` (back-off or pace) has passed.
+    def _release(self, heap: list[tuple[float, int, str]], *, backoff: bool) -> None:
+        """Rank again the hosts whose wait in ``heap`` (back-off, else pace) has passed.
 
-        ``attribute`` is the host's own record of that wait; an entry whose time no longer
-        matches it is stale (the wait was renewed or cleared) and is skipped.
+        The host's own record of that wait (``retry_at``, else ``paced_until``) tells
+        whether an entry is stale (the wait was renewed or cleared): it is then skipped.
         """
         now = self._clock()
         while heap and heap[0][0] <= now:
             until, _, key = heapq.heappop(heap)
             host = self._hosts[key]
-            if getattr(host, attribute) == until:
-                setattr(host, attribute, 0.0)
+            if (host.retry_at if backoff else host.paced_until) == until:
+                if backoff:
+                    host.retry_at = 0.0
+                else:
+                    host.paced_until = 0.0
                 self._dirty[key] = host
