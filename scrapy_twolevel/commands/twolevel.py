@@ -124,10 +124,11 @@ def render(report: dict[str, Any]) -> str:
 
 def reset(redis: Any, crawl_id: str, *, history: bool = False) -> int:
     """Delete the crawl's keys; the recrawl history and model too with ``history``."""
-    from ..distributed.history import clear_history, history_prefix
+    from ..distributed.history import clear_history
+    from ..distributed.keys import crawl_prefix, history_prefix
     from ..distributed.node import clear_crawl
 
-    alive = [k.decode() for k in redis.scan_iter(f"twolevel:{crawl_id}:alive:*")]
+    alive = [k.decode() for k in redis.scan_iter(f"{crawl_prefix(crawl_id)}alive:*")]
     if alive:
         print(f"crawl {crawl_id} has live nodes ({len(alive)}); stop them first")
         return 1

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from ..config import node_name
 from ..errors import SettingsError, StateError
 from .buckets import BucketTable
+from .keys import crawl_prefix
 
 if TYPE_CHECKING:
     from ..config import ClusterConfig
@@ -79,13 +80,14 @@ def check_cluster_state(cluster: ClusterConfig, crawl_id: str | None) -> None:
     client = connect(cluster.redis_url)
     try:
         retrying(lambda: check_no_eviction(client))
-        raw = retrying(lambda: client.get(f"twolevel:{crawl_id}:table")) if crawl_id else None
+        table_key = f"{crawl_prefix(crawl_id)}table" if crawl_id else None
+        raw = retrying(lambda: client.get(table_key)) if table_key else None
         if raw:
             try:
                 size = BucketTable.from_json(raw).size
             except ValueError as exc:
                 raise StateError(
-                    f"twolevel:{crawl_id}:table in TWOLEVEL_REDIS_URL is damaged ({exc}); "
+                    f"{table_key} in TWOLEVEL_REDIS_URL is damaged ({exc}); "
                     f"`scrapy twolevel reset --crawl-id {crawl_id}` clears the crawl."
                 ) from exc
             if size != cluster.buckets:

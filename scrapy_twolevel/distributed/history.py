@@ -50,6 +50,7 @@ from typing import Any
 from ..recrawl.model import RecrawlPredictor
 from ..recrawl.planner import Plan
 from ..recrawl.samples import MIDPOINT_MAX_GAP, known_or_midpoint
+from .keys import crawl_prefix, history_prefix
 
 #: Keys read or written per round trip when scanning a large hash.
 SCAN_COUNT = 1000
@@ -57,10 +58,6 @@ SCAN_COUNT = 1000
 #: its planner at open, and nothing reads older ones (the model learns from articles).
 #: Without a bound ``fetches`` grew with time, not with URLs, for as long as a crawl ran.
 FETCHES_KEPT = 8 * 86400.0
-
-
-def history_prefix(crawl_id: str) -> str:
-    return f"twolevel-history:{crawl_id}:"
 
 
 def encode_plan(due: float, request: bytes) -> bytes:
@@ -143,7 +140,7 @@ class RedisHistoryStore:
         self.redis = redis
         self.crawl_id = crawl_id
         self.prefix = history_prefix(crawl_id)
-        self.crawl_prefix = f"twolevel:{crawl_id}:"
+        self.crawl_prefix = crawl_prefix(crawl_id)
         self._bucket_of_plan = bucket_of_plan
         self._writes = HistoryWrites()
         self._run = os.urandom(4).hex()  # fetch members stay unique across nodes and runs

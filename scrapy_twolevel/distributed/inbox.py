@@ -19,6 +19,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from .keys import crawl_prefix
+
 GROUP = "owner"
 
 #: ARGV: prefix, then node ids. Deletes the inbox of each that is not a member and whose
@@ -63,7 +65,7 @@ class Inbox:
 
     def __init__(self, redis: Any, crawl_id: str, node_id: str, *, maxlen: int | None = None):
         self.redis = redis
-        self.prefix = f"twolevel:{crawl_id}:"
+        self.prefix = crawl_prefix(crawl_id)
         self.node_id = node_id
         self.maxlen = maxlen
         self._recovering = True  # first read what was delivered before and not acknowledged

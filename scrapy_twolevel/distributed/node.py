@@ -46,6 +46,7 @@ from .buckets import LOAD_CAP
 from .connect import retrying
 from .history import HistoryWrites, delete_matching, stored_plans
 from .inbox import Inbox, prune_inboxes
+from .keys import crawl_prefix
 from .registry import IdTaken, NotAMember, Registry, StateLost
 from .seen_log import KEY_SIZE, SeenLog, unpack_keys, worth_compacting
 
@@ -234,7 +235,7 @@ class Node:
         self.redis = redis
         self.crawl_id = crawl_id
         self.node_id = node_id
-        self.prefix = f"twolevel:{crawl_id}:"
+        self.prefix = crawl_prefix(crawl_id)
         self.ttl = ttl
         self._clock = clock
         self.registry = Registry(redis, crawl_id, node_id, buckets=buckets, ttl=ttl, clock=clock)
@@ -610,13 +611,13 @@ def pending_per_bucket(redis: Any, prefix: str) -> dict[int, int]:
 
 def clear_crawl(redis: Any, crawl_id: str) -> int:
     """Delete every key of crawl ``crawl_id`` (not its recrawl history); the number deleted."""
-    return delete_matching(redis, f"twolevel:{crawl_id}:*")
+    return delete_matching(redis, f"{crawl_prefix(crawl_id)}*")
 
 
 def status(redis: Any, crawl_id: str) -> dict[str, Any]:
     """Nodes, bucket ownership, pending requests per node and inbox lag, for ``scrapy
     twolevel status`` (read-only)."""
-    prefix = f"twolevel:{crawl_id}:"
+    prefix = crawl_prefix(crawl_id)
     from .buckets import BucketTable
 
     raw = redis.get(f"{prefix}table")

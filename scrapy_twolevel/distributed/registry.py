@@ -29,10 +29,10 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Mapping
-from functools import partial
 from typing import Any
 
 from .buckets import BucketTable, Move
+from .keys import crawl_prefix
 
 #: Default logical buckets (Redis Cluster has 16,384 slots; the reference 50,000).
 DEFAULT_BUCKETS = 16384
@@ -79,7 +79,7 @@ class Registry:
         if ttl <= 0:
             raise ValueError(f"ttl must be > 0 seconds, got {ttl}")
         self.redis = redis
-        self.prefix = f"twolevel:{crawl_id}:"
+        self.prefix = crawl_prefix(crawl_id)
         self.node_id = node_id
         self.buckets = buckets
         self.ttl = ttl
@@ -152,7 +152,11 @@ class Registry:
         for member in sorted(self._members()):
             if member == self.node_id or self.redis.exists(self.key(f"alive:{member}")):
                 continue
-            moves = self._change(partial(self._leave, node=member), remove=member, only_if=member)
+
+            def leave(table: BucketTable, gone: str = member) -> list[Move]:
+                return self._leave(table, gone)
+
+            moves = self._change(leave, remove=member, only_if=member)
             if moves:
                 reaped[member] = moves
         return reaped

@@ -24,6 +24,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from .keys import crawl_prefix
+
 KEY_SIZE = 16
 
 #: KEYS: the bucket's seen key. ARGV: the holders hash, bucket, node, the value's length
@@ -59,8 +61,8 @@ class SeenLog:
 
     def __init__(self, redis: Any, crawl_id: str) -> None:
         self.redis = redis
-        self.prefix = f"twolevel:{crawl_id}:seen:"
-        self.holders = f"twolevel:{crawl_id}:holders"
+        self.prefix = f"{crawl_prefix(crawl_id)}seen:"
+        self.holders = f"{crawl_prefix(crawl_id)}holders"
         self._compact = redis.register_script(COMPACT_SCRIPT)
 
     def key(self, bucket: int) -> str:
