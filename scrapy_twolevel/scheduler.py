@@ -1,16 +1,18 @@
 """``TwoLevelScheduler``: Scrapy's scheduler interface over the two-level frontier.
 
 The scheduler composes; it does not contain. ``from_crawler`` checks and reads the
-settings once (:mod:`scrapy_twolevel.glue.preflight`) and this module wires the parts:
+settings once (:mod:`scrapy_twolevel.glue.preflight`); :meth:`TwoLevelScheduler.open`
+has the parts built, in dependency order, by :func:`~scrapy_twolevel.glue.assembly.assemble`:
 
 - the **frontier** (:mod:`scrapy_twolevel.frontier`) decides the order: which host, which
   of its requests; with topics, one frontier per topic behind the same interface;
-- the **intake** (:mod:`~scrapy_twolevel.glue.intake`) works out a request's lane and
-  quality before the dupefilter is asked, with a fallback for every later step, so a
-  request the dupefilter has recorded is never lost;
-- one **backend** keeps the queued requests (:mod:`~scrapy_twolevel.glue.local`: memory
-  or the ``JOBDIR`` file; :mod:`~scrapy_twolevel.glue.cluster`: Redis, the distributed
-  mode) and admits new ones;
+- the **intake** (:mod:`~scrapy_twolevel.glue.intake`) works out a request's host, lane
+  and quality, with a fallback for each, so a request the dupefilter has recorded is
+  never lost;
+- the **request store** keeps the queued requests (:mod:`~scrapy_twolevel.glue.store`:
+  memory; :mod:`~scrapy_twolevel.glue.jobdir`: the ``JOBDIR`` file;
+  :mod:`~scrapy_twolevel.distributed.store`: Redis, the distributed mode) and the
+  **admission** admits new ones (:mod:`~scrapy_twolevel.glue.admission`);
 - the **in-flight registry** (:mod:`~scrapy_twolevel.glue.inflight`) knows when a
   handed-out request is finished: its outcome frees its host, the engine being done with
   it ends its leases (the JOBDIR row, the copy in Redis, the seed fetch);
@@ -28,7 +30,7 @@ A settings error found in ``from_crawler`` is raised from :meth:`open` instead: 
 builds the scheduler after it has started opening the spider, and an exception there
 ends in a cascade whose last line is ``RuntimeError: Engine slot not assigned``; from
 ``open`` the engine closes everything in order and re-raises our message last. A
-``JOBDIR``'s files: :mod:`.glue.local`; failing hosts: :mod:`.frontier.failures`.
+``JOBDIR``'s files: :mod:`.glue.jobdir`; failing hosts: :mod:`.frontier.failures`.
 """
 
 from __future__ import annotations
@@ -48,35 +50,24 @@ from ._engine import (
     requests_in_progress,
     wake_engine,
 )
-from .codec import SpiderCodec, decode_request, encode_request
+from .codec import SpiderCodec
 from .components import SCHEDULER_ROLE
 from .config import ClusterConfig, TwoLevelConfig
-from .distributed.connect import connect
-from .frontier import PLAIN_LANE, Frontier, Policy, TwoLevelFrontier
-from .frontier.topic_frontier import (
-    TopicFrontier,
-    TopicSelector,
-    TopicSpec,
-    lane_host,
-    topic_lane,
-)
+from .frontier import PLAIN_LANE, Frontier, Policy
+from .frontier.topic_frontier import TopicSelector, TopicSpec, lane_host
 from .glue.alarm import Alarm
-from .glue.backend import Backend
-from .glue.cluster import Cluster, crawl_id_of, recrawl_stores
+from .glue.assembly import assemble
 from .glue.inflight import InFlight
 from .glue.intake import Intake, drop_inherited_keys, make_request_host, mark_host
-from .glue.local import JobdirBackend, MemoryBackend
-from .glue.outcomes import Outcomes
 from .glue.preflight import (
     RefusedStart,
     crawl_topics,
     metrics_middleware_enabled,
     resolve_settings,
-    store_shape,
     warn_unknown_settings,
 )
 from .glue.reporting import Reporter
-from .glue.seed_planner import SeedPlanner, close_seed_planner, open_seed_planner
+from .glue.seed_planner import SeedPlanner, close_seed_planner
 from .glue.topic_tracker import TopicTracker
 from .signals import page_relevant
 
@@ -89,9 +80,9 @@ if TYPE_CHECKING:
     from scrapy.dupefilters import BaseDupeFilter
     from scrapy.statscollectors import StatsCollector
 
-    from .distributed.history import RedisHistoryStore, RedisModelStore
     from .frontier import Measurement
-    from .frontier.frontier import QueueFactory
+    from .glue.outcomes import Outcomes
+    from .glue.parts import Parts
 
 logger = logging.getLogger(__name__)
 
@@ -124,7 +115,7 @@ class TwoLevelScheduler(BaseScheduler):
     ) -> None:
         """``outcomes_reported``: the host metrics middleware is enabled and reports every
         request's outcome (see the module docstring). ``cluster``: the distributed mode's
-        settings (:mod:`scrapy_twolevel.glue.cluster`); the frontier's state is then in
+        settings (:mod:`scrapy_twolevel.distributed`); the frontier's state is then in
         Redis, not in JOBDIR. ``topics``: the declared topics
         (:mod:`scrapy_twolevel.glue.topic_tracker`)."""
         self.df = dupefilter
@@ -137,6 +128,7 @@ class TwoLevelScheduler(BaseScheduler):
         self._inc_stat = self.reporter.inc  # bound once: see Reporter
         #: Topics (``TWOLEVEL_TOPICS``), see :mod:`.glue.topic_tracker`.
         self.topics = None if topics is None else TopicTracker(TopicSelector(topics), stats)
+        self._topic_specs = topics
         self.intake = Intake(
             host_of=host_of, quality_of=quality_of, reporter=self.reporter, topics=self.topics
         )
@@ -148,15 +140,9 @@ class TwoLevelScheduler(BaseScheduler):
         self.logunser = logunser
         self._outcomes_reported = outcomes_reported
         self._cluster_config = cluster if cluster is not None and cluster.enabled else None
-        self._topic_specs = topics
-        self.frontier: Frontier | None = None
-        #: Where queued requests live: memory, the JOBDIR file, or Redis.
-        self.backend: Backend | None = None
-        #: Seed recrawling (``TWOLEVEL_RECRAWL``), see :mod:`.glue.seed_planner`.
-        self.seeds: SeedPlanner | None = None
+        #: The parts, built by :meth:`open` (see :mod:`.glue.assembly`); ``None`` when closed.
+        self.parts: Parts | None = None
         self.spider: Spider | None = None
-        #: Each handed-out request's outcome (reported through the view, see view.py).
-        self.outcomes: Outcomes | None = None
         self._connected = False
         #: Wakes the engine when a backed-off host may be opened again: otherwise a crawl
         #: left with only backed-off hosts waits for the engine's 5-second heartbeat.
@@ -197,55 +183,42 @@ class TwoLevelScheduler(BaseScheduler):
             topics=crawl_topics(crawler),
         )
 
+    # -- the parts, while open ----------------------------------------------------------
+
+    @property
+    def frontier(self) -> Frontier | None:
+        """The frontier (``None`` before :meth:`open` and after :meth:`close`)."""
+        return None if self.parts is None else self.parts.frontier
+
+    @property
+    def seeds(self) -> SeedPlanner | None:
+        """The seed planner (``TWOLEVEL_RECRAWL``), see :mod:`.glue.seed_planner`."""
+        return None if self.parts is None else self.parts.seeds
+
     # -- Scrapy's scheduler interface ---------------------------------------------
 
     def open(self, spider: Spider) -> Any:
-        """Build the parts in the order they depend on each other (written here only):
-        the shared recrawl stores (the distributed mode's, in Redis), the seed planner,
-        the backend and the frontier over its queues, the outcome handling; then join the
-        crawl (the distributed mode's buckets bring their seed plans)."""
         self.spider = spider
-        codec = SpiderCodec(spider, self.stats, self.logunser)
-        cluster = self._cluster_config
-        redis: Any = None
-        backend: Backend | None = None
-        try:
-            shared = None
-            if cluster is not None:
-                assert cluster.redis_url is not None
-                redis = connect(cluster.redis_url)
-                crawl_id = crawl_id_of(cluster, spider.name)
-                shared = recrawl_stores(
-                    redis, crawl_id, cluster.buckets, self.intake, codec, self.reporter
-                )
-            self.seeds = open_seed_planner(
-                self.crawler,
-                spider.name,
-                encode=lambda request: encode_request(request, spider),
-                decode=lambda data: decode_request(data, spider),
-                enqueue=self.enqueue_request,
-                inflight=self.inflight,
-                shared=shared,
-            )
-            self.backend = backend = self._make_backend(spider, codec, redis, shared)
-            self.frontier = frontier = backend.open(self._make_frontier)
-            self.outcomes = Outcomes(
-                frontier=frontier,
-                inflight=self.inflight,
-                reporter=self.reporter,
-                wake=lambda: wake_engine(self.crawler),
-            )
-            backend.join()
-        except Exception:
-            # Refusing to start: release what the frontier, the store and Redis hold,
-            # touch no file.
-            if backend is not None:
-                backend.abort()
-            elif redis is not None:
-                redis.close()
-            self.frontier = None
-            self.df.close("shutdown")
-            raise
+        crawler = self.crawler
+        self.parts = parts = assemble(
+            crawler=crawler,
+            spider=spider,
+            config=self.config,
+            policy=self.policy,
+            dupefilter=self.df,
+            intake=self.intake,
+            topics=self.topics,
+            topic_specs=self._topic_specs,
+            inflight=self.inflight,
+            reporter=self.reporter,
+            codec=SpiderCodec(spider, self.stats, self.logunser),
+            statedir=self.statedir,
+            cluster=self._cluster_config,
+            enqueue=self.enqueue_request,
+            wake=lambda: wake_engine(crawler),
+            stop=lambda reason: _engine.close_spider(crawler, reason),
+        )
+        frontier = parts.frontier
         if len(frontier):
             logger.info(
                 "Resuming crawl (%(queuesize)d requests scheduled over %(hosts)d hosts)",
@@ -254,87 +227,7 @@ class TwoLevelScheduler(BaseScheduler):
             )
         self._connect(True)
         self.stats.set_value("twolevel/policy", self.policy.name)
-        return backend.start()
-
-    def _make_backend(
-        self,
-        spider: Spider,
-        codec: SpiderCodec,
-        redis: Any,
-        shared: tuple[RedisHistoryStore, RedisModelStore] | None,
-    ) -> Backend:
-        if self._cluster_config is not None:
-            return Cluster(
-                self._cluster_config,
-                spider.name,
-                redis=redis,
-                history=None if shared is None else shared[0],
-                seeds=self.seeds,
-                intake=self.intake,
-                codec=codec,
-                reporter=self.reporter,
-                seen=self.df,  # type: ignore[arg-type]  # checked at start-up
-                inflight=self.inflight,
-                queued=self.__len__,
-                wake=lambda: wake_engine(self.crawler),
-                stop=lambda reason: _engine.close_spider(self.crawler, reason),
-            )
-        if self.statedir is None:
-            return MemoryBackend(
-                dupefilter=self.df, intake=self.intake, reporter=self.reporter, seeds=self.seeds
-            )
-        return JobdirBackend(
-            statedir=self.statedir,
-            policy=self.policy,
-            shape=store_shape(self.config, self.policy, self._topic_specs),
-            cache_mb=self.config.disk_cache_mb,
-            commit_interval=self.config.commit_interval,
-            codec=codec,
-            inflight=self.inflight,
-            topics=self.topics,
-            dupefilter=self.df,
-            intake=self.intake,
-            reporter=self.reporter,
-            seeds=self.seeds,
-        )
-
-    def _make_frontier(
-        self,
-        queue_factory: QueueFactory,
-        on_page: Callable[[str, int], None] | None = None,
-    ) -> Frontier:
-        """The frontier over the backend's queues; with topics, one per topic, whose
-        queues (and page counts) are keyed by lane."""
-        if self.topics is None:
-            return self._new_frontier(queue_factory, on_page=on_page)
-
-        def make(topic: str, lock: Any, sequence: Any) -> TwoLevelFrontier:
-            def factory(host: str, by_quality: bool) -> Any:
-                return queue_factory(topic_lane(topic, host), by_quality)
-
-            def pages(host: str, fetched: int) -> None:
-                if on_page is not None:
-                    on_page(topic_lane(topic, host), fetched)
-
-            return self._new_frontier(
-                factory, host_lock=lock, lock_owner=topic, sequence=sequence, on_page=pages
-            )
-
-        return TopicFrontier.build(self.topics.selector, make)
-
-    def _new_frontier(self, queue_factory: QueueFactory, **shared: Any) -> TwoLevelFrontier:
-        return TwoLevelFrontier(
-            self.policy,
-            self.config.cost,
-            self.config.max_open_hosts,
-            failures=self.config.failures,
-            queue_factory=queue_factory,
-            on_give_up=self.reporter.host_given_up,
-            on_dropped=self._dropped,
-            min_gap=self.config.host_delay,
-            budget=self.config.budget(),
-            **shared,
-        )
+        return parts.start()
 
     def _connect(self, on: bool) -> None:
         """Connect (or disconnect) the signals the scheduler listens to."""
@@ -354,13 +247,16 @@ class TwoLevelScheduler(BaseScheduler):
         self._connected = on
 
     def close(self, reason: str) -> Any:
-        backend = self.backend
-        # First: its last commit needs the frontier's and the engine's view of the leases.
-        leaving = backend.leave() if backend is not None else None
+        parts = self.parts
+        if parts is None:
+            return self.df.close(reason)
+        # First: the distributed mode's last commit needs the frontier's and the engine's
+        # view of the leases.
+        leaving = parts.leave()
         self._connect(False)
         self._wake.cancel()
-        if self.seeds is not None:
-            seeds, self.seeds = self.seeds, None
+        seeds = parts.seeds
+        if seeds is not None:
             if leaving is None:
                 close_seed_planner(self.crawler, seeds)
             else:
@@ -371,33 +267,31 @@ class TwoLevelScheduler(BaseScheduler):
                     return result
 
                 leaving.addBoth(close_seeds)
-        frontier = self.frontier
-        if frontier is not None:
-            if not self._outcomes_reported:
-                # Dropped before download when nothing else was pending: no release was
-                # needed then, so none was counted; count them now, so the stat does not
-                # depend on timing.
-                self._release_dropped()
-            self.reporter.report_hosts(frontier, self.config.stats_top_hosts)
-            if self.topics is not None:
-                self.topics.report()
-        self.frontier = None
-        self.outcomes = None
-        if backend is None:
-            return self.df.close(reason)
-        return backend.close(reason)
+        if not self._outcomes_reported:
+            # Dropped before download when nothing else was pending: no release was
+            # needed then, so none was counted; count them now, so the stat does not
+            # depend on timing.
+            parts.outcomes.release_dropped()
+        self.reporter.report_hosts(parts.frontier, self.config.stats_top_hosts)
+        if self.topics is not None:
+            self.topics.report()
+        self.parts = None
+        return parts.close(reason)
 
     def has_pending_requests(self) -> bool:
         # Planned seed refetches keep the crawl open (until TWOLEVEL_RECRAWL_DURATION), and
         # a node of a distributed crawl stays open until the whole crawl is out of work.
+        parts = self.parts
+        if parts is None:
+            return False
         return (
-            len(self) > 0
-            or (self.seeds is not None and self.seeds.pending())
-            or (self.backend is not None and self.backend.busy())
+            len(parts.frontier) > 0
+            or (parts.seeds is not None and parts.seeds.pending())
+            or parts.busy()
         )
 
     def __len__(self) -> int:
-        return len(self.frontier) if self.frontier is not None else 0
+        return 0 if self.parts is None else len(self.parts.frontier)
 
     # -- what Scrapy's engine status (``est()``, telnet, remote control) reads ---------
 
@@ -414,34 +308,34 @@ class TwoLevelScheduler(BaseScheduler):
         return self if self.statedir is not None else None
 
     def enqueue_request(self, request: Request) -> bool:
-        assert self.backend is not None
+        assert self.parts is not None
         drop_inherited_keys(request)  # meta=response.meta
-        if not self.backend.enqueue(request):
+        if not self.parts.admission.admit(request):
             return False
         self._inc_stat("scheduler/enqueued")
         return True
 
     def next_request(self) -> Request | None:
-        frontier, backend = self.frontier, self.backend
-        assert frontier is not None and backend is not None
-        if self.seeds is not None:
-            self.seeds.release_due()
-        if not backend.may_dispatch():
+        parts = self.parts
+        assert parts is not None
+        frontier, store = parts.frontier, parts.store
+        if parts.seeds is not None:
+            parts.seeds.release_due()
+        if not store.may_dispatch():
             return None
         while True:
             popped = frontier.pop()
-            if popped is None and len(frontier) and self._release_dropped():
+            if popped is None and len(frontier) and parts.outcomes.release_dropped():
                 popped = frontier.pop()
             if popped is None:
                 if len(frontier):
-                    assert self.outcomes is not None
-                    self.outcomes.held_back()
+                    parts.outcomes.held_back()
                     self._inc_stat("twolevel/held_back")
                     self._wake.at(frontier.next_retry_at())
-                backend.dispatched()
+                store.dispatched()
                 return None
             lane, item = popped
-            request = backend.unpack(lane, item)
+            request = store.unwrap(lane, item)
             if request is not None:
                 break
             # Nothing to hand out for it (a damaged row, a bucket that moved): the lane
@@ -449,30 +343,33 @@ class TwoLevelScheduler(BaseScheduler):
             if lane != PLAIN_LANE:
                 frontier.done(lane)
         self._inc_stat("scheduler/dequeued")
-        if self.seeds is not None:
-            self.seeds.handed_out(request)
+        if parts.seeds is not None:
+            parts.seeds.handed_out(request)
         if lane != PLAIN_LANE:
             mark_host(request, lane_host(lane))
             self.inflight.handed_out(request, lane)
-        backend.dispatched()
+        store.dispatched()
         return request
 
     # -- the view: what the package's middlewares and extensions ask (view.py) ----------
 
     def seed_rows(self, top: int) -> list[dict[str, Any]] | None:
-        return None if self.seeds is None else self.seeds.plan_rows(top)
+        seeds = self.seeds
+        return None if seeds is None else seeds.plan_rows(top)
 
     def cluster_status(self) -> dict[str, Any] | None:
-        return self.backend.status() if isinstance(self.backend, Cluster) else None
+        parts = self.parts
+        return None if parts is None or parts.cluster is None else parts.cluster.status()
 
     def quality(self, request: Request) -> float:
         return self.intake.quality_of(request)
 
     def seen_test(self) -> Callable[[Request], bool] | None:
-        backend = self.backend
-        if isinstance(backend, MemoryBackend) and backend.can_peek:
-            return backend.drop_if_seen
-        return None
+        return None if self.parts is None else self.parts.admission.seen_test()
+
+    @property
+    def outcomes(self) -> Outcomes | None:
+        return None if self.parts is None else self.parts.outcomes
 
     def measured(self, request: Request, measurement: Measurement | None) -> None:
         if self.outcomes is not None:
@@ -507,14 +404,8 @@ class TwoLevelScheduler(BaseScheduler):
         if not self._outcomes_reported and self.outcomes is not None:
             self.outcomes.request_done(request)
 
-    def _release_dropped(self) -> bool:
-        return self.outcomes is not None and self.outcomes.release_dropped()
-
-    def _dropped(self, item: Any) -> None:
-        if self.backend is not None:
-            self.backend.dropped(item)
-
     def _now(self) -> float:
         """The frontier's clock (back-off times are on it)."""
-        assert self.frontier is not None
-        return self.frontier.now()
+        frontier = self.frontier
+        assert frontier is not None
+        return frontier.now()

@@ -13,7 +13,7 @@ status. Nothing else of the scheduler is an interface.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from ._engine import scheduler_of
 
@@ -74,6 +74,9 @@ def view_of(crawler: Crawler) -> CrawlView | None:
     from .scheduler import TwoLevelScheduler  # the scheduler imports what imports this
 
     scheduler = scheduler_of(crawler)
-    if isinstance(scheduler, TwoLevelScheduler):
-        return scheduler if scheduler.frontier is not None else None
-    return None
+    # Not isinstance: Scrapy's BaseScheduler metaclass takes any class with the
+    # scheduler's three methods (Scrapy's own Scheduler too) for a subclass of it.
+    if TwoLevelScheduler not in type(scheduler).__mro__:
+        return None
+    ours = cast("TwoLevelScheduler", scheduler)
+    return ours if ours.frontier is not None else None

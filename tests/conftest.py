@@ -31,7 +31,7 @@ LAYERS = {
         "publish_time recrawl_history recrawl_model recrawl_planner recrawl_samples seen sim "
         "store_contract topics"
     ),
-    "glue": "config dupefilter meta_keys packaging scheduler_contract",
+    "glue": "config dupefilter meta_keys packaging scheduler_contract view",
     "crawl": (
         "conformance crash crawl disk_faults duplicate_links example_project live_browser "
         "live_crawl politeness_crawl recrawl_crawl startup "

@@ -279,9 +279,13 @@ def record_leases(crawler):
     still send after a pause)."""
     if crawler is None or not crawler.settings.get("LEASES_FILE"):
         return
-    cluster = crawler.engine._slot.scheduler.backend
+    from scrapy_twolevel.view import view_of
+
+    view = view_of(crawler)
+    status = None if view is None else view.cluster_status()
+    assert status is not None, "LEASES_FILE is for a node of a distributed crawl"
     downloading = len(requests_in_downloader(crawler) or ())
-    record = {"leases": cluster.leases_outstanding(), "downloading": downloading}
+    record = {"leases": status["leases_outstanding"], "downloading": downloading}
     Path(crawler.settings["LEASES_FILE"]).write_text(json.dumps(record))
 
 

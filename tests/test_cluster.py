@@ -1,13 +1,16 @@
-"""The distributed mode's backend on its own: a :class:`Cluster` built from the small parts
-it is handed (intake, codec, reporter, seen keys, in-flight registry), with no scheduler
-and no crawl, against a real Redis. The crawl tests (test_distributed_crawl.py) cover the
-whole; these pin the backend's own contract.
+"""The distributed mode's parts on their own: built by the package's assembly
+(``assemble_cluster``) from the small parts the scheduler hands it (intake, codec,
+reporter, seen keys, in-flight registry), with no scheduler and no crawl, against a real
+Redis. The crawl tests (test_distributed_crawl.py) cover the whole; these pin the
+distributed mode's own contract.
 
 Ticks are driven by the test (``yield cluster.tick()``); the sync interval is long enough
 that no timer ticks on its own meanwhile.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import pytest_twisted
 from scrapy import Request, Spider
@@ -16,13 +19,12 @@ from twisted.internet import defer
 
 from scrapy_twolevel.codec import SpiderCodec
 from scrapy_twolevel.config import ClusterConfig
+from scrapy_twolevel.distributed.assembly import assemble_cluster
 from scrapy_twolevel.distributed.batch import Batch
 from scrapy_twolevel.distributed.buckets import bucket_of
-from scrapy_twolevel.distributed.connect import connect
 from scrapy_twolevel.distributed.node import Node, clear_crawl
 from scrapy_twolevel.dupefilter import SeenCacheDupeFilter
 from scrapy_twolevel.frontier import BreadthFirst, CostParams, Measurement, TwoLevelFrontier
-from scrapy_twolevel.glue.cluster import Cluster
 from scrapy_twolevel.glue.inflight import InFlight
 from scrapy_twolevel.glue.intake import Intake, make_quality, make_request_host
 from scrapy_twolevel.glue.reporting import Reporter
@@ -39,12 +41,19 @@ def host_in(bucket: int) -> str:
 
 
 class Parts:
-    """A cluster and the parts it was handed."""
+    """A node's parts as the scheduler has them built (``assemble_cluster``), with no
+    scheduler and no crawl: it has joined the crawl when built."""
 
     def __init__(
-        self, redis_url: str, crawl_id: str, node_id: str, budget: int | None = None
+        self,
+        redis_url: str,
+        crawl_id: str,
+        node_id: str,
+        budget: int | None = None,
+        wake: Callable[[], object] | None = None,
     ) -> None:
-        """``budget``: every host's page budget (``TWOLEVEL_HOST_BUDGET``)."""
+        """``budget``: every host's page budget (``TWOLEVEL_HOST_BUDGET``); ``wake``: what
+        waking the engine does (default: count it)."""
         crawler = get_crawler(UnitSpider)
         self.spider = UnitSpider()
         self.stats = crawler.stats
@@ -56,7 +65,9 @@ class Parts:
         )
         self.seen = SeenCacheDupeFilter.from_crawler(crawler)
         self.inflight = InFlight(in_progress=lambda: None, in_downloader=lambda: None)
+        self.codec = SpiderCodec(self.spider, self.stats, logunser=False)
         self.wakes = 0
+        self.stopped: list[str] = []
         config = ClusterConfig.from_settings(
             {
                 "TWOLEVEL_REDIS_URL": redis_url,
@@ -67,41 +78,50 @@ class Parts:
                 "TWOLEVEL_SYNC_INTERVAL": 60,
             }
         )
-        self.cluster = Cluster(
-            config,
-            "unit",
-            redis=connect(redis_url),
-            history=None,
-            intake=self.intake,
-            codec=SpiderCodec(self.spider, self.stats, logunser=False),
-            reporter=self.reporter,
-            seen=self.seen,
-            inflight=self.inflight,
-            queued=lambda: len(self.frontier),
-            wake=self.wake,
-        )
-        self.frontier = self.cluster.open(
-            lambda queues, on_page=None: TwoLevelFrontier(
+        self.parts = assemble_cluster(
+            crawler=crawler,
+            spider=self.spider,
+            config=config,
+            make_frontier=lambda store: TwoLevelFrontier(
                 BreadthFirst(),
                 CostParams(),
                 None,
-                queue_factory=queues,
+                queue_factory=store.make_queue,
                 on_give_up=self.reporter.host_given_up,
-                on_dropped=self.cluster.dropped,  # as the scheduler wires it
+                on_dropped=store.discard,  # as the scheduler's assembly wires it
                 budget=None if budget is None else lambda host: budget,
-                on_page=on_page,
-            )
+                on_page=store.on_page,
+            ),
+            dupefilter=self.seen,
+            intake=self.intake,
+            inflight=self.inflight,
+            reporter=self.reporter,
+            codec=self.codec,
+            enqueue=lambda request: False,
+            wake=self.wake if wake is None else wake,
+            stop=self.stopped.append,
         )
+        self.frontier = self.parts.frontier
+        self.store = self.parts.store
+        self.admission = self.parts.admission
+        assert self.parts.cluster is not None
+        self.cluster = self.parts.cluster
+
+    @defer.inlineCallbacks
+    def leave_and_close(self):
+        """Leave the crawl, then close (as the scheduler does)."""
+        yield self.parts.leave()
+        yield self.parts.close("finished")
 
     def wake(self) -> None:
         self.wakes += 1
 
     def enqueue(self, url: str, **kwargs) -> bool:
-        return self.cluster.enqueue(Request(url, **kwargs))
+        return self.admission.admit(Request(url, **kwargs))
 
     def hand_out(self) -> Request:
         lane, item = self.frontier.pop()
-        request = self.cluster.unpack(lane, item)
+        request = self.store.unwrap(lane, item)
         assert request is not None
         self.inflight.handed_out(request, lane)
         return request
@@ -129,7 +149,7 @@ class Parts:
             popped = self.frontier.pop()
             if popped is None:
                 break
-            request = self.cluster.unpack(*popped)
+            request = self.store.unwrap(*popped)
             if request is None:
                 continue
             self.inflight.handed_out(request, popped[0])
@@ -148,7 +168,6 @@ def test_a_cluster_built_from_its_parts_queues_leases_and_commits(redis_crawl, r
     parts = Parts(redis_url, crawl_id, "n1")
     cluster = parts.cluster
     try:
-        cluster.join()  # the first node: it takes every bucket at once
         b0, b1 = host_in(0), host_in(1)
         assert parts.enqueue(f"http://{b0}/a")
         assert parts.enqueue(f"http://{b0}/b")
@@ -170,8 +189,7 @@ def test_a_cluster_built_from_its_parts_queues_leases_and_commits(redis_crawl, r
         assert sum(pending(client, crawl_id).values()) == 2
         assert cluster.leases_outstanding() == 0
     finally:
-        yield cluster.leave()
-        yield cluster.close("finished")
+        yield parts.leave_and_close()
     assert parts.stats.get_value("twolevel/redis/stored") == 3
     assert parts.stats.get_value("twolevel/redis/buckets_taken") == BUCKETS
     assert not client.sismember(f"twolevel:{crawl_id}:members", "n1")
@@ -184,7 +202,6 @@ def test_a_request_for_another_nodes_bucket_goes_to_its_inbox(redis_crawl, redis
     cluster = parts.cluster
     other = Node(client, crawl_id, "n2", buckets=BUCKETS, ttl=600)
     try:
-        cluster.join()
         other.join()  # the table gives n2 half the buckets; n1 still holds them
         yield cluster.tick()  # n1 sees the new table: it drains, then releases them
         yield cluster.tick()
@@ -197,24 +214,22 @@ def test_a_request_for_another_nodes_bucket_goes_to_its_inbox(redis_crawl, redis
         received = other.sync(Batch()).received  # ...but in n2's inbox
         assert [entry.host for entry in received] == [theirs]
     finally:
-        yield cluster.leave()
-        yield cluster.close("finished")
+        yield parts.leave_and_close()
         other.leave()
     assert parts.stats.get_value("twolevel/redis/routed_out") == 1
     assert parts.stats.get_value("twolevel/redis/buckets_given") == BUCKETS // 2
 
 
 @defer.inlineCallbacks
-def joined_node(redis_url, crawl_id, body):
+def joined_node(redis_url, crawl_id, body, **kwargs):
     """Run ``body(parts)`` (a generator of Deferreds) on a node that joined the crawl
-    first (taking every bucket), then leave and close it whatever happened."""
-    parts = Parts(redis_url, crawl_id, "n1")
+    first (taking every bucket; ``kwargs`` for :class:`Parts`), then leave and close it
+    whatever happened."""
+    parts = Parts(redis_url, crawl_id, "n1", **kwargs)
     try:
-        parts.cluster.join()
         yield defer.inlineCallbacks(body)(parts)
     finally:
-        yield parts.cluster.leave()
-        yield parts.cluster.close("finished")
+        yield parts.leave_and_close()
 
 
 @pytest_twisted.inlineCallbacks
@@ -253,7 +268,6 @@ def test_a_fault_while_applying_a_tick_does_not_stop_the_ticks(redis_crawl, redi
 
     def body(parts):
         cluster = parts.cluster
-        cluster._wake = broken_wake
         assert parts.enqueue(f"http://{host_in(0)}/a")  # queued: the tick wakes the engine
         yield cluster.tick()
         assert cluster.counts["apply_errors"] == 1
@@ -261,7 +275,7 @@ def test_a_fault_while_applying_a_tick_does_not_stop_the_ticks(redis_crawl, redi
         yield cluster.tick()  # and it runs
         assert cluster.counts["apply_errors"] == 2
 
-    yield joined_node(redis_url, redis_crawl[1], body)
+    yield joined_node(redis_url, redis_crawl[1], body, wake=broken_wake)
 
 
 @pytest_twisted.inlineCallbacks
@@ -321,16 +335,14 @@ def test_a_request_that_cannot_be_encoded_is_fetched_before_its_bucket_moves(
 @pytest_twisted.inlineCallbacks
 def test_a_crawl_gone_from_redis_stops_the_spider_with_a_reason(redis_crawl, redis_url):
     client, crawl_id = redis_crawl
-    stopped = []
 
     def body(parts):
         cluster = parts.cluster
-        cluster._stop = stopped.append
         yield cluster.tick()
         clear_crawl(client, crawl_id)
         cluster.node._beat_at = float("-inf")  # the next tick heartbeats
         yield cluster.tick()
-        assert stopped == ["twolevel_redis_state_lost"]
+        assert parts.stopped == ["twolevel_redis_state_lost"]
         assert cluster.tick() is None  # no more ticks
 
     yield joined_node(redis_url, crawl_id, body)
@@ -344,29 +356,28 @@ def test_a_large_bucket_is_loaded_a_slice_per_reactor_turn(redis_crawl, redis_ur
     request for it waits in the inbox, and is judged once the seen keys are all in."""
     from twisted.internet import reactor, task
 
-    from scrapy_twolevel.glue.bucket_loader import SLICE
+    from scrapy_twolevel.distributed.loader import SLICE
 
     client, crawl_id = redis_crawl
-    parts = Parts(redis_url, crawl_id, "n1")
-    cluster = parts.cluster
     requests = [Request(f"http://{host_in(0)}/{i}") for i in range(3 * SLICE)]
     first = Node(client, crawl_id, "n0", buckets=BUCKETS, ttl=600)
     first.join()
     first.sync(Batch())
-    stores = [
-        (0, f"e{i}", cluster._codec.encode(r), parts.seen.request_key(r))
-        for i, r in enumerate(requests)
-    ]
+    codec = SpiderCodec(UnitSpider(), get_crawler(UnitSpider).stats, logunser=False)
+    seen = SeenCacheDupeFilter.from_crawler(get_crawler(UnitSpider))
+    stores = [(0, f"e{i}", codec.encode(r), seen.request_key(r)) for i, r in enumerate(requests)]
     first.sync(Batch(stores=stores))
     first.leave()  # n1 will take bucket 0 with its 6,000 requests and seen keys
+    parts = Parts(redis_url, crawl_id, "n1")  # joins: the first slice is loaded at once
+    cluster = parts.cluster
     try:
-        cluster.join()
-        assert 0 in cluster._loader.loading
+        # The first slice went to bucket 0's seen keys: every bucket is still loading.
+        assert cluster.handing_over() == {"draining": 0, "loading": BUCKETS}
         assert len(parts.frontier) == 0  # the first turn added seen keys only
         assert parts.enqueue(requests[0].url)  # seen already: but it cannot tell yet
         assert len(parts.frontier) == 0  # not admitted: sent to the inbox
         turns = 0
-        while cluster._loader.loading and turns < 100:
+        while cluster.handing_over()["loading"] and turns < 100:
             yield task.deferLater(reactor, 0, lambda: None)
             turns += 1
         assert turns >= 5  # 6,000 keys then 6,000 requests, 2,000 a turn
@@ -376,24 +387,21 @@ def test_a_large_bucket_is_loaded_a_slice_per_reactor_turn(redis_crawl, redis_ur
         assert len(parts.frontier) == len(requests)
         assert parts.stats.get_value("dupefilter/filtered") == 1
     finally:
-        yield cluster.leave()
-        yield cluster.close("finished")
+        yield parts.leave_and_close()
 
 
 @pytest_twisted.inlineCallbacks
 def test_a_second_process_under_this_node_id_stops_this_one(redis_crawl, redis_url):
     client, crawl_id = redis_crawl
-    stopped = []
     newer = Node(client, crawl_id, "n1", buckets=BUCKETS, ttl=600)
 
     def body(parts):
         cluster = parts.cluster
-        cluster._stop = stopped.append
         yield cluster.tick()
         newer.join()  # a second process started with the same TWOLEVEL_NODE_ID
         assert parts.enqueue(f"http://{host_in(0)}/a")  # something to commit
         yield cluster.tick()
-        assert stopped == ["twolevel_node_id_taken"]
+        assert parts.stopped == ["twolevel_node_id_taken"]
 
     yield joined_node(redis_url, crawl_id, body)
     assert client.sismember(f"twolevel:{crawl_id}:members", "n1")  # the newer one's still
@@ -435,7 +443,6 @@ def test_a_hosts_budget_moves_with_its_bucket(redis_crawl, redis_url):
     spent, fresh = host_in(0), host_in(1)
     first = Parts(redis_url, crawl_id, "n1", budget=3)
     try:
-        first.cluster.join()
         for i in range(4):
             assert first.enqueue(f"http://{spent}/{i}")
         assert len(first.crawl()) == 3  # its budget: the fourth URL is dropped
@@ -447,12 +454,10 @@ def test_a_hosts_budget_moves_with_its_bucket(redis_crawl, redis_url):
         assert pages_given(client, crawl_id, 1) == {fresh: 1}
         assert pending(client, crawl_id) == {0: 0, 1: 4, 2: 0, 3: 0}
     finally:
-        yield first.cluster.leave()
-        yield first.cluster.close("finished")
+        yield first.leave_and_close()
 
     second = Parts(redis_url, crawl_id, "n2", budget=3)
-    try:
-        second.cluster.join()  # takes every bucket, with fresh's four requests
+    try:  # it took every bucket when it joined, with fresh's four requests
         assert second.cluster.counts["pages_restored"] == 2
         assert [url.rsplit("/", 1)[1] for url in second.crawl()] == ["1", "2"]  # B - k
         assert len(second.frontier) == 0
@@ -463,8 +468,7 @@ def test_a_hosts_budget_moves_with_its_bucket(redis_crawl, redis_url):
         assert pages_given(client, crawl_id, 1) == {fresh: 3}
         assert second.stats.get_value("twolevel/hosts_at_budget") == 2
     finally:
-        yield second.cluster.leave()
-        yield second.cluster.close("finished")
+        yield second.leave_and_close()
 
 
 @pytest_twisted.inlineCallbacks
@@ -477,11 +481,9 @@ def test_a_host_at_budget_while_its_bucket_drains_is_given_up_by_the_next_holder
     their copies from Redis (as for any drop)."""
     client, crawl_id = redis_crawl
     first = Parts(redis_url, crawl_id, "n1", budget=3)
-    second = Parts(redis_url, crawl_id, "n2", budget=3)
+    second = Parts(redis_url, crawl_id, "n2", budget=3)  # n2 half the buckets; n1 holds them
     try:
-        first.cluster.join()
-        second.cluster.join()  # the table gives n2 half the buckets; n1 still holds them
-        moving = sorted(second.cluster._owned)[0]
+        moving = sorted(second.cluster.owned)[0]
         host = host_in(moving)
         for i in range(5):
             assert first.enqueue(f"http://{host}/{i}")
@@ -489,13 +491,13 @@ def test_a_host_at_budget_while_its_bucket_drains_is_given_up_by_the_next_holder
         last = first.hand_out()  # its third page, in flight as the bucket moves
         yield first.cluster.tick()  # n1 sees the new table: the bucket drains
         yield second.cluster.tick()
-        assert moving not in second.cluster._held  # not released yet
+        assert not second.cluster.holds(moving)  # not released yet
         first.fetch(last)  # the budget: the two queued here are stale, kept in Redis
         yield first.cluster.tick()  # the count and the lease go out, then the release
         assert pages_given(client, crawl_id, moving) == {host: 3}
         assert client.hlen(f"twolevel:{crawl_id}:q:{moving}") == 2
         yield second.cluster.tick()
-        assert moving in second.cluster._held
+        assert second.cluster.holds(moving)
         assert len(second.frontier) == 0 and second.frontier.pop() is None
         assert second.frontier.host(host).given_up
         assert not second.enqueue(f"http://{host}/new")
@@ -504,5 +506,4 @@ def test_a_host_at_budget_while_its_bucket_drains_is_given_up_by_the_next_holder
         assert second.stats.get_value("twolevel/dropped/budget") == 3  # two loaded, one new
     finally:
         for parts in (first, second):
-            yield parts.cluster.leave()
-            yield parts.cluster.close("finished")
+            yield parts.leave_and_close()

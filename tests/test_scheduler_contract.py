@@ -375,7 +375,7 @@ def test_a_store_refusing_every_write_holds_requests_until_it_takes_them(tmp_pat
     file system gone read-only): the request is kept in memory, nothing is handed out
     while queued requests cannot be read back, and all of it comes out once writes work."""
     scheduler, crawler = create_scheduler({"TWOLEVEL_POLICY": "breadth-first"}, tmp_path / "j")
-    store = scheduler.backend.store
+    store = scheduler.parts.store.file
     store.commit()
     store.db.execute("PRAGMA query_only=ON")  # every write now fails, for real
     assert scheduler.enqueue_request(Request("http://a.example/1"))

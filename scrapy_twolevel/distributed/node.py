@@ -291,6 +291,14 @@ class Node:
 
         return retrying(join_and_tick, attempts, pause, longest=2.0)
 
+    def take_rejoin(self) -> bool:
+        """Whether this node joined again since the last call (found reaped): the
+        scheduler then drops what it held. Dispatching waits until it has."""
+        if self.rejoins == self.rejoins_applied:
+            return False
+        self.rejoins_applied = self.rejoins
+        return True
+
     def may_dispatch(self) -> bool:
         """Whether requests may still be handed out: stops half a ttl before anyone may
         reap this node, so its last downloads end before another node takes its hosts."""

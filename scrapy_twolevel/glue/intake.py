@@ -1,10 +1,9 @@
 """How a request enters the frontier: its lane (host key), its quality, its queue.
 
 :func:`make_request_host` and :func:`make_quality` are shared by the scheduler and the
-middleware so both see the same host for a request; :class:`Intake` is what the storage
-backends (memory, JOBDIR, Redis) call to place a request, with the fallbacks that keep a
-request the dupefilter has already recorded from being lost; :func:`queue` is their
-common last step.
+middleware so both see the same host for a request; :class:`Intake` is what every mode's
+admission (:mod:`~scrapy_twolevel.glue.admission`) calls to place a request, with the
+fallbacks that keep a request the dupefilter has already recorded from being lost.
 
 A request's lane comes from its own URL, in the chosen key mode. Scrapy's downloader
 writes the slot it used into ``meta["download_slot"]``, and redirects, retries and
@@ -20,7 +19,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from scrapy.utils.misc import load_object
 
@@ -29,12 +28,10 @@ from .._engine import peek_meta
 from ..errors import SettingsError
 from ..frontier import PLAIN_LANE
 from ..frontier.host_keys import make_host_key
-from ..frontier.hosts import GIVEN_UP_BUDGET
 
 if TYPE_CHECKING:
     from scrapy import Request
 
-    from ..frontier import Frontier
     from .reporting import Reporter
     from .topic_tracker import TopicTracker
 
@@ -218,15 +215,3 @@ class Intake:
         if requeued:
             quality -= REQUEUED_PENALTY * requeued
         return quality
-
-
-def queue(frontier: Frontier, lane: str, quality: float, item: Any, reporter: Reporter) -> bool:
-    """Queue ``item`` in ``lane``; whether it was queued. A host given up (failing, or at its
-    budget) takes no more: counted by why."""
-    if frontier.push(lane, quality, item):
-        return True
-    why = frontier.host(lane).given_up_for
-    reporter.inc(
-        "twolevel/dropped/budget" if why == GIVEN_UP_BUDGET else "twolevel/dropped/host_failed"
-    )
-    return False

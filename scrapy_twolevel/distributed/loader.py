@@ -5,7 +5,7 @@ to the dupefilter or the frontier costs microseconds: loading a large bucket in 
 callback that applies a tick held the reactor for seconds (its downloads, and the node's
 next tick and heartbeat, with it). The loader adds ``SLICE`` items per reactor turn, a
 bucket's seen keys first, then its requests. Until a bucket is loaded the distributed
-backend treats it as not held yet for new requests (they wait in the inbox), so none is
+admission treats it as not held yet for new requests (they wait in the inbox), so none is
 admitted before the bucket's seen keys are all in.
 """
 
@@ -38,21 +38,22 @@ class BucketLoader:
     def __init__(
         self,
         *,
+        loading: set[int],
         add_keys: Callable[[Iterable[bytes]], None],
         load: Callable[[int, str, bytes], bool],
         loaded: Callable[[int], bool],
         wake: Callable[[], object],
     ) -> None:
-        """``load(bucket, entry id, data)`` queues one request; ``loaded(bucket)`` is told
-        when a bucket is complete; both return whether the engine has work to be woken
-        for, and ``wake`` wakes it after a slice done on a later turn."""
+        """``loading``: the buckets being loaded (:attr:`.ownership.Ownership.loading`, which
+        the admission reads); ``load(bucket, entry id, data)`` queues one request;
+        ``loaded(bucket)`` is told when a bucket is complete; both return whether the engine
+        has work to be woken for, and ``wake`` wakes it after a slice done on a later turn."""
         self._add_keys = add_keys
         self._load = load
         self._loaded = loaded
         self._wake = wake
         self._jobs: deque[_Job] = deque()
-        #: Buckets being loaded.
-        self.loading: set[int] = set()
+        self.loading = loading
         self._timer: Any = None
 
     def add(self, bucket: int, keys: list[bytes], entries: list[tuple[str, bytes]]) -> None:
