@@ -26,12 +26,12 @@ LAYERS = {
         "architecture buckets codec distributed_sim failures frontier gate header_parsers inflight "
         "intake "
         "live_snapshot "
-        "local_only "
+        "local_only ownership "
         "politeness "
         "publish_time recrawl_history recrawl_model recrawl_planner recrawl_samples seen sim "
         "store_contract topics"
     ),
-    "glue": "config dupefilter meta_keys packaging scheduler_contract view",
+    "glue": "config dupefilter meta_keys packaging request_stores scheduler_contract view",
     "crawl": (
         "conformance crash crawl disk_faults duplicate_links example_project live_browser "
         "live_crawl politeness_crawl recrawl_crawl startup "

@@ -114,7 +114,7 @@ def assemble_cluster(
         counts: Counter[str] = Counter()
         store = ClusterStore(
             ownership=ownership,
-            node=node,
+            heartbeat_fresh=node.may_dispatch,
             buckets=config.buckets,
             codec=codec,
             seen=dupefilter,

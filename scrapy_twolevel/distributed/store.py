@@ -31,7 +31,6 @@ if TYPE_CHECKING:
     from ..glue.inflight import InFlight
     from ..glue.reporting import Reporter
     from .admission import SeenKeys
-    from .node import Node
     from .ownership import Ownership
 
 
@@ -52,7 +51,7 @@ class ClusterStore:
         self,
         *,
         ownership: Ownership,
-        node: Node,
+        heartbeat_fresh: Callable[[], bool],
         buckets: int,
         codec: SpiderCodec,
         seen: SeenKeys,
@@ -60,9 +59,11 @@ class ClusterStore:
         reporter: Reporter,
         counts: Counter[str],
     ) -> None:
-        """``counts``: the distributed mode's counters (``twolevel/redis/...`` at close)."""
+        """``heartbeat_fresh()``: whether this node may still hand out requests
+        (:meth:`.node.Node.may_dispatch`); ``counts``: the distributed mode's counters
+        (``twolevel/redis/...`` at close)."""
         self._ownership = ownership
-        self._node = node
+        self._heartbeat_fresh = heartbeat_fresh
         self._buckets = buckets
         self._codec = codec
         self._seen = seen
@@ -147,7 +148,7 @@ class ClusterStore:
     def may_dispatch(self) -> bool:
         """``False`` after half the node ttl without a heartbeat: the buckets may soon be
         someone else's."""
-        if self._node.may_dispatch():
+        if self._heartbeat_fresh():
             return True
         self._reporter.inc("twolevel/redis/held_back")
         return False
