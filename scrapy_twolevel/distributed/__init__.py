@@ -1,7 +1,13 @@
-"""Distributed crawling on Redis (docs/distributed.rst): the pure bucket table here; the
-Redis side in :mod:`.connect`, :mod:`.registry`, :mod:`.inbox`, :mod:`.seen_log`,
-:mod:`.history` and :mod:`.node`, and the scheduler's side in
-:mod:`scrapy_twolevel.glue.cluster`."""
+"""Distributed crawling on Redis (docs/distributed.rst), all of it in this folder.
+
+- Pure, no Redis: the bucket table (:mod:`.buckets`), which buckets this node holds and
+  owes (:mod:`.ownership`), the key prefixes (:mod:`.keys`).
+- The Redis side: :mod:`.connect`, :mod:`.registry`, :mod:`.inbox`, :mod:`.seen_log`,
+  :mod:`.history`, :mod:`.batch` and :mod:`.node` (one tick's round trips).
+- The scheduler's side: the request store (:mod:`.store`), the admission
+  (:mod:`.admission`), the tick (:mod:`.sync`), the loader of buckets taken over
+  (:mod:`.loader`), the messages (:mod:`.messages`), built by :mod:`.assembly`.
+"""
 
 from .buckets import BucketTable, Move, bucket_of
 

@@ -1,7 +1,7 @@
 """What one tick of a node sends to Redis (:class:`Batch`) and learns (:class:`SyncResult`).
 
 Filled and applied on the reactor thread by the scheduler's distributed backend
-(:mod:`scrapy_twolevel.glue.cluster`), carried to and from :meth:`.node.Node.sync` in the
+(:mod:`.store`, :mod:`.admission`, :mod:`.sync`), carried to and from :meth:`.node.Node.sync` in the
 background thread. No Scrapy, no Redis here.
 """
 

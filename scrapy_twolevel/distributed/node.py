@@ -1,6 +1,6 @@
 """One crawler node's side of the shared crawl state in Redis: one :meth:`Node.sync` per tick.
 
-The scheduler's distributed backend (:mod:`scrapy_twolevel.glue.cluster`) collects what
+The scheduler's side of the distributed mode (:mod:`.store`, :mod:`.sync`) collects what
 changed in a :class:`Batch` on the reactor; a background thread hands it to
 :meth:`Node.sync`, which does every round trip of the tick and returns a
 :class:`SyncResult` to apply. So a slow or dead Redis delays the crawl's bookkeeping,

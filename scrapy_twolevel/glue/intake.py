@@ -155,7 +155,7 @@ class Intake:
     step after the dupefilter has a fallback instead of an exception: the plain lane for a
     host that cannot be worked out (:meth:`lane`), quality 0 (:meth:`quality`), and, in
     the ``JOBDIR`` store, a memory queue when the disk fails
-    (:meth:`~scrapy_twolevel.glue.local.JobdirBackend.queue`). That lets the dupefilter go
+    (:meth:`~scrapy_twolevel.glue.jobdir.JobdirStore.queue`). That lets the dupefilter go
     first, which saves a crawl of documentation pages (95% of links already seen) most of
     the work.
     """

@@ -141,7 +141,7 @@ def check_cluster(
     recrawl: RecrawlConfig,
     topics: list[TopicSpec] | None,
 ) -> None:
-    """The distributed mode's own rules (see :mod:`scrapy_twolevel.glue.cluster`)."""
+    """The distributed mode's own rules (see :mod:`scrapy_twolevel.distributed`)."""
     cluster = ClusterConfig.from_settings(crawler.settings)
     if not cluster.enabled:
         return
