@@ -7,7 +7,12 @@
   imports nothing from Scrapy, Twisted, Redis, the storage backends or the glue;
 - no module reaches into another object's private members (``other._name``); the
   Scrapy internals the package needs are all in ``_engine.py``;
-- no module longer than 650 lines, and the scheduler at most 500.
+- no ``getattr``/``setattr`` outside ``_engine.py`` but those listed (on Scrapy's or the
+  user's objects, modules, or a dataclass's own fields by name), with why;
+- no part wired by mutation: no ``self.<part>.<attribute> = ...`` but on the module's own
+  records (listed).
+
+Files are split by concept, not by a line count: no size rule.
 """
 
 from __future__ import annotations
@@ -226,4 +231,126 @@ def test_no_module_uses_another_objects_private_members():
         if module == "scrapy_twolevel._engine":  # the one place for Scrapy's internals
             continue
         offending += _private_uses(path)
+    assert offending == []
+
+
+#: The ``getattr``/``setattr`` calls the package makes outside ``_engine.py``: none on
+#: another part of the package (those are reached through typed attributes and the view,
+#: ``view.py``). ``(module, call)`` -> why.
+REFLECTION_ALLOWED = {
+    ("scrapy_twolevel", "getattr(importlib.import_module(_LAZY[name], __name__), name)"): (
+        "the package's lazy exports"
+    ),
+    ("scrapy_twolevel.testweb", "getattr(importlib.import_module(f'.{module}', __name__), name)"): (
+        "the test web's lazy exports"
+    ),
+    ("scrapy_twolevel.config", "getattr(spidercls, 'twolevel_topics', None)"): "the user's spider",
+    ("scrapy_twolevel.config", "getattr(spidercls, '__name__', 'spider')"): "the user's spider",
+    ("scrapy_twolevel.topics", "getattr(crawler, 'spidercls', None)"): "Scrapy's crawler",
+    ("scrapy_twolevel.glue.preflight", "getattr(crawler, 'spidercls', None)"): "Scrapy's crawler",
+    ("scrapy_twolevel.glue.preflight", "getattr(spidercls, 'name', None)"): "the user's spider",
+    ("scrapy_twolevel.glue.preflight", "getattr(cls, 'twolevel_role', None)"): (
+        "any class in the user's settings: the role our components declare"
+    ),
+    ("scrapy_twolevel.glue.topic_tracker", "getattr(response, 'request', None)"): (
+        "Scrapy's response (item_scraped may pass one without a request)"
+    ),
+    ("scrapy_twolevel.live.extension", "getattr(self.crawler, 'spider', None)"): "Scrapy's crawler",
+    ("scrapy_twolevel.middleware", "getattr(crawler, 'spider', None)"): "Scrapy's crawler",
+    ("scrapy_twolevel.middleware", "getattr(scrapy_exceptions, name)"): (
+        "Scrapy's exceptions, which differ by version"
+    ),
+    ("scrapy_twolevel.middleware", "getattr(response, 'protocol', None)"): (
+        "Scrapy's response (its protocol depends on the download handler)"
+    ),
+    ("scrapy_twolevel.middleware", "getattr(spider, 'handle_httpstatus_list', None)"): (
+        "the user's spider"
+    ),
+    (
+        "scrapy_twolevel.testweb.extension",
+        "getattr(spider, 'start_urls', None)",
+    ): "the user's spider",
+    ("scrapy_twolevel.frontier.estimates", "getattr(default, f.name)"): "a dataclass's own fields",
+    ("scrapy_twolevel.frontier.topic_frontier", "setattr(st, key, int(saved[key]))"): (
+        "a dataclass's own fields, from saved state"
+    ),
+    (
+        "scrapy_twolevel.testweb.stats",
+        "setattr(self, f.name, {} if f.default_factory is dict else 0)",
+    ): ("its own dataclass fields"),
+    ("scrapy_twolevel.testweb.web", "getattr(self, f.name)"): "its own dataclass fields",
+}
+#: ``self.<record>.<attribute> = ...``: a module's own record (a counter dataclass), not a
+#: part. ``(module, record)``.
+RECORDS_ALLOWED = {
+    ("scrapy_twolevel.seen.seen_set", "counters"),
+    ("scrapy_twolevel.testweb.server", "stats"),
+}
+
+
+def _reflection(path: Path) -> list[str]:
+    calls = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in ("getattr", "setattr")
+        ):
+            calls.append(ast.unparse(node))
+    return calls
+
+
+def _wired_by_mutation(path: Path) -> list[tuple[str, str]]:
+    """``(record, source)`` of each ``self.<record>.<attribute> = ...``."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        targets: list[ast.expr] = []
+        if isinstance(node, ast.Assign):
+            targets = node.targets
+        elif isinstance(node, ast.AugAssign | ast.AnnAssign):
+            targets = [node.target]
+        for target in targets:
+            for sub in ast.walk(target):
+                base = sub.value if isinstance(sub, ast.Attribute) else None
+                if (
+                    isinstance(sub, ast.Attribute)
+                    and isinstance(sub.ctx, ast.Store)
+                    and isinstance(base, ast.Attribute)
+                    and isinstance(base.value, ast.Name)
+                    and base.value.id == "self"
+                ):
+                    found.append((base.attr, f"{path.name}:{node.lineno}: {ast.unparse(sub)}"))
+    return found
+
+
+def test_the_reflection_and_mutation_checks_find_what_they_should(tmp_path):
+    sample = tmp_path / "_wiring_sample.py"
+    sample.write_text(
+        "class A:\n"
+        "    def open(self, b):\n"
+        "        self.part.frontier = b\n"
+        "        self.mine = getattr(b, 'x', None)\n"
+    )
+    assert _reflection(sample) == ["getattr(b, 'x', None)"]
+    assert _wired_by_mutation(sample) == [("part", "_wiring_sample.py:3: self.part.frontier")]
+
+
+def test_no_getattr_on_the_packages_own_parts():
+    found = {
+        (module, call)
+        for module, path in MODULES.items()
+        if module != "scrapy_twolevel._engine"
+        for call in _reflection(path)
+    }
+    assert sorted(found - set(REFLECTION_ALLOWED)) == []
+    assert sorted(set(REFLECTION_ALLOWED) - found) == []  # the list is kept exact
+
+
+def test_no_part_is_wired_by_assigning_its_attributes():
+    offending = [
+        source
+        for module, path in MODULES.items()
+        for record, source in _wired_by_mutation(path)
+        if (module, record) not in RECORDS_ALLOWED
+    ]
     assert offending == []
