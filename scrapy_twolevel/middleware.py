@@ -53,10 +53,10 @@ from .frontier.connections import ConnectionTracker, ReplyFacts
 from .frontier.estimates import REFUSAL_STREAK, Measurement, ProcessingCost
 from .frontier.failures import RefusedUrls, SilentHosts
 from .frontier.gate import HostGate
-from .glue.alarm import Alarm
 from .glue.intake import drop_inherited_keys, make_request_host
 from .glue.politeness import BROKEN, DOWN, SLOW, retry_after_seconds, robots_crawl_delay
 from .glue.preflight import check_job_state, resolve_settings, uses_this_scheduler
+from .glue.timers import Alarm
 from .signals import host_crawl_delay, host_failed, host_measured, host_refused
 from .view import CrawlView, view_of
 

@@ -55,7 +55,6 @@ from .components import SCHEDULER_ROLE
 from .config import ClusterConfig, TwoLevelConfig
 from .frontier import PLAIN_LANE, Frontier, Policy
 from .frontier.topic_frontier import TopicSelector, TopicSpec, lane_host
-from .glue.alarm import Alarm
 from .glue.assembly import assemble
 from .glue.inflight import InFlight
 from .glue.intake import Intake, drop_inherited_keys, make_request_host, mark_host
@@ -68,6 +67,7 @@ from .glue.preflight import (
 )
 from .glue.reporting import Reporter
 from .glue.seed_planner import SeedPlanner, close_seed_planner
+from .glue.timers import Alarm
 from .glue.topic_tracker import TopicTracker
 from .signals import page_relevant
 

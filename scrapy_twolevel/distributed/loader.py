@@ -13,9 +13,8 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Iterable
-from typing import Any
 
-from .._engine import call_later
+from ..glue.timers import Timer
 
 #: Seen keys or requests added per reactor turn (a few milliseconds' work).
 SLICE = 2000
@@ -54,7 +53,7 @@ class BucketLoader:
         self._wake = wake
         self._jobs: deque[_Job] = deque()
         self.loading = loading
-        self._timer: Any = None
+        self._next_turn = Timer(self._turn)
 
     def add(self, bucket: int, keys: list[bytes], entries: list[tuple[str, bytes]]) -> None:
         """Queue ``bucket`` for loading; :meth:`run` starts it."""
@@ -64,7 +63,7 @@ class BucketLoader:
     def run(self) -> bool:
         """One slice now (small take-overs are then done), the rest on later turns;
         whether the engine should be woken."""
-        return self._step() if self._timer is None else False
+        return False if self._next_turn.armed else self._step()
 
     def cancel(self, bucket: int) -> None:
         """Stop loading ``bucket`` (given away again, or the node was reaped)."""
@@ -77,7 +76,6 @@ class BucketLoader:
         self.loading.clear()
 
     def _turn(self) -> None:
-        self._timer = None
         if self._step():
             self._wake()
 
@@ -100,6 +98,6 @@ class BucketLoader:
                 self._jobs.popleft()
                 self.loading.discard(job.bucket)
                 woke |= self._loaded(job.bucket)
-        if self._jobs and self._timer is None:
-            self._timer = call_later(0, self._turn)
+        if self._jobs:
+            self._next_turn.arm(0)
         return woke

@@ -19,7 +19,7 @@ from collections import Counter
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from .._engine import call_later
+from ..glue.timers import Timer
 from .batch import AfterCommit, Batch, SyncResult
 from .history import HistoryWrites
 from .loader import BucketLoader
@@ -108,7 +108,7 @@ class ClusterSync:
         #: The tick in flight (its Deferred) and the batch it sends.
         self._ticking: Any = None
         self._sending: Batch | None = None
-        self._timer: Any = None
+        self._next_tick = Timer(self.tick)
         self._failing_since: float | None = None
         self._retry_delay = sync_interval
         self._pool: Any = None
@@ -152,9 +152,7 @@ class ClusterSync:
         from twisted.internet import defer, reactor, threads
 
         self._closed = True
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
+        self._next_tick.cancel()
 
         @defer.inlineCallbacks
         def finish() -> Any:
@@ -212,6 +210,11 @@ class ClusterSync:
         return self._crawl_planned and seeds is not None and not seeds.expired
 
     @property
+    def next_tick_due(self) -> bool:
+        """Whether the next tick is armed (it always is while the node is in the crawl)."""
+        return self._next_tick.armed
+
+    @property
     def owned(self) -> frozenset[int]:
         """The buckets the table of the last tick gives this node."""
         return self._ownership.owned
@@ -254,7 +257,7 @@ class ClusterSync:
 
     def _arm(self, delay: float) -> None:
         if not self._closed:
-            self._timer = call_later(delay, self.tick)
+            self._next_tick.arm(delay)
 
     def tick(self) -> Any:
         """Send what changed, apply what the others did (runs every sync interval).
@@ -263,7 +266,7 @@ class ClusterSync:
         closed)."""
         from twisted.internet import reactor, threads
 
-        self._timer = None
+        self._next_tick.cancel()  # called early (tests): the next is armed after this one
         if self._ticking is not None or self._closed:
             return None
         batch = self._take_batch()

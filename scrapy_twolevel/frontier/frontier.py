@@ -464,10 +464,6 @@ class TwoLevelFrontier:
     def open_hosts(self) -> int:
         return self._open
 
-    @property
-    def busy_hosts(self) -> list[str]:
-        return [h.key for h in self._hosts.values() if h.busy]
-
     def close(self) -> None:
         self._plain.close()
         for host in self._hosts.values():

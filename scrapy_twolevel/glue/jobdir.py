@@ -27,7 +27,6 @@ from typing import TYPE_CHECKING, Any
 
 from scrapy.dupefilters import BaseDupeFilter, RFPDupeFilter
 
-from .._engine import call_later
 from ..dupefilter import SeenCacheDupeFilter
 from ..errors import StoreUnavailable
 from ..frontier import PLAIN_LANE, HostEstimate, memory_queue
@@ -36,6 +35,7 @@ from ..storage.sqlite import Leased, SqliteStore
 from ..storage.state_files import read_hosts, write_hosts
 from .preflight import explained_mismatch
 from .store import queue
+from .timers import Timer
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -76,7 +76,8 @@ class JobdirStore:
         self._inflight = inflight
         self._topics = topics
         self._reporter = reporter
-        self._commit_timer: Any = None
+        #: Commits the file within ``TWOLEVEL_COMMIT_INTERVAL`` of a write.
+        self._commit = Timer(self._commit_tick)
         statedir.mkdir(parents=True, exist_ok=True)
         self._estimates: dict[str, HostEstimate] = read_hosts(statedir / "hosts.json")
         with explained_mismatch(policy):
@@ -210,12 +211,10 @@ class JobdirStore:
 
     def dispatched(self) -> None:
         """Commit the file within ``TWOLEVEL_COMMIT_INTERVAL`` of a write."""
-        if self._commit_timer is not None or not self.file.uncommitted:
-            return
-        self._commit_timer = call_later(self._commit_interval, self._commit_tick)
+        if self.file.uncommitted:
+            self._commit.arm(self._commit_interval)
 
     def _commit_tick(self) -> None:
-        self._commit_timer = None
         if self.file.commit_if_due() is not None:
             if self._topics is not None:
                 # With each commit, so a killed crawl resumes its topics' turns and counts
@@ -224,9 +223,7 @@ class JobdirStore:
             self.dispatched()
 
     def save(self, frontier: Frontier) -> None:
-        if self._commit_timer is not None:
-            self._commit_timer.cancel()
-            self._commit_timer = None
+        self._commit.cancel()
         self._inflight.collect()
         write_hosts(
             self.statedir / "hosts.json",
@@ -236,7 +233,5 @@ class JobdirStore:
             self._topics.save(self.statedir / "topics.json")
 
     def close(self) -> None:
-        if self._commit_timer is not None:  # not saved: the crawl refused to start
-            self._commit_timer.cancel()
-            self._commit_timer = None
+        self._commit.cancel()  # not saved: the crawl refused to start
         self.file.close()

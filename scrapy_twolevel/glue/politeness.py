@@ -23,7 +23,6 @@ from ..meta import REFUSALS
 DOWN = "down"
 SLOW = "slow"
 BROKEN = "broken"
-FAILURE_KINDS = (DOWN, SLOW, BROKEN)
 
 
 def retry_after_seconds(value: bytes | str | None, now: float) -> float | None:

@@ -59,7 +59,7 @@ from scrapy.utils.job import job_dir
 from scrapy.utils.project import data_path
 
 from .. import meta as meta_keys
-from .._engine import call_later, peek_meta, wake_engine
+from .._engine import peek_meta, wake_engine
 from ..config import RecrawlConfig
 from ..errors import StateError
 from ..recrawl.clock import ScaledClock
@@ -70,6 +70,7 @@ from ..recrawl.samples import seed_key
 from ..signals import article_fetched, seed_page_failed, seed_page_received
 from ..storage.model_store import FileModelStore, ModelStore, load_stored_model
 from ..storage.recrawl_history import HistoryStore
+from .timers import Alarm, Timer
 
 if TYPE_CHECKING:
     from scrapy import Request
@@ -212,17 +213,21 @@ class SeedPlanner:
         self._fetches: dict[str, _Fetch] = {}
         self._run = os.urandom(4).hex()  # fetch ids stay unique across resumed runs
         self._next_id = 0
-        self._wake_timer: Any = None
-        self._wake_at: float | None = None
-        self._commit_timer: Any = None
-        self._deadline_timer: Any = None
+        #: Wakes the engine when the next plan is due (on the planner's clock).
+        self._wake = Alarm(
+            self._wake_engine,
+            self.clock,
+            lambda due: max(0.0, self.clock.to_real_delay(due - self.clock())) + WAKE_SLACK,
+        )
+        self._commit_timer = Timer(self._commit)
+        self._deadline_timer = Timer(self._deadline)
         self._training = False
         self._trained_at: float | None = None
         self._replay()
         if self._plans:
             self._stats.set_value("twolevel/recrawl/plans_resumed", len(self._plans))
         if config.duration:
-            self._deadline_timer = call_later(config.duration, self._deadline)
+            self._deadline_timer.arm(config.duration)
         self._arm_wake()
 
     def _replay(self) -> None:
@@ -357,10 +362,9 @@ class SeedPlanner:
 
     def close(self) -> None:
         self._inflight.drop(self)  # fetches still in flight plan nothing now
-        for timer in (self._wake_timer, self._commit_timer, self._deadline_timer):
-            if timer is not None:
-                timer.cancel()
-        self._wake_timer = self._commit_timer = self._deadline_timer = None
+        self._wake.cancel()
+        self._commit_timer.cancel()
+        self._deadline_timer.cancel()
         self._stats.set_value("twolevel/recrawl/seeds", len(self._plans))
         if self.history.lost:
             self._stats.set_value("twolevel/recrawl/history_lost", self.history.lost)
@@ -485,30 +489,16 @@ class SeedPlanner:
             heapq.heappop(self._heap)
         if not self._heap or self.expired:
             return
-        due = self._heap[0][0]
-        if self._wake_at is not None and self._wake_at <= due and self._wake_timer is not None:
-            return
-        if self._wake_timer is not None:
-            self._wake_timer.cancel()
-        delay = max(0.0, self.clock.to_real_delay(due - self.clock())) + WAKE_SLACK
-        self._wake_at = due
-        self._wake_timer = call_later(delay, self._wake)
-
-    def _wake(self) -> None:
-        self._wake_timer = self._wake_at = None
-        self._wake_engine()
+        self._wake.at(self._heap[0][0])
 
     def _deadline(self) -> None:
-        self._deadline_timer = None
         logger.info("TWOLEVEL_RECRAWL_DURATION reached: seeds are no longer refetched.")
         self._wake_engine()
 
     def _arm_commit(self) -> None:
-        if self._commit_timer is None:
-            self._commit_timer = call_later(COMMIT_INTERVAL, self._commit)
+        self._commit_timer.arm(COMMIT_INTERVAL)
 
     def _commit(self) -> None:
-        self._commit_timer = None
         self.history.commit()
 
     def _maybe_retrain(self, now: float) -> None:

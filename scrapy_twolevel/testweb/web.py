@@ -558,14 +558,12 @@ def generate_web(
     order = list(range(n_hosts))
     rng.shuffle(order)
     seeds = tuple(sorted(pid(h, 0) for h in order[:n_seeds]))
-    forced_cross = 0
     for j in range(n_seeds, n_hosts):
         for _ in range(100):  # find a page with a free slot; the chain leaves most pages one
             src = pid(rng.choice(order[:j]), rng.randrange(pages_per_host))
             if len(links[src]) < links_per_page:
                 break
         links[src].append(pid(order[j], 0))
-        forced_cross += 1
 
     # Free slots: choose exactly enough of them to be same-host to hit the target fraction.
     slots = [(p, s) for p in range(n_pages) for s in range(links_per_page - len(links[p]))]
