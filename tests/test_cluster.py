@@ -9,6 +9,7 @@ that no timer ticks on its own meanwhile.
 
 from __future__ import annotations
 
+import pytest
 import pytest_twisted
 from scrapy import Request, Spider
 from scrapy.utils.test import get_crawler
@@ -24,6 +25,8 @@ from scrapy_twolevel.glue.cluster import Cluster
 from scrapy_twolevel.glue.inflight import InFlight
 from scrapy_twolevel.glue.intake import Intake, make_quality, make_request_host
 from scrapy_twolevel.glue.reporting import Reporter
+
+pytestmark = pytest.mark.redis
 
 BUCKETS = 4
 

@@ -27,6 +27,8 @@ from crawlsim.webgen import generate_paper_web, pagerank, web_stats
 from scrapy_twolevel.frontier import CostParams
 from scrapy_twolevel.testweb.web import HostSpec, PageSpec, WebSpec, host_address, page_path
 
+pytestmark = pytest.mark.unit
+
 BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
 
 D = 0.85
