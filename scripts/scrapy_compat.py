@@ -211,12 +211,19 @@ def outcomes(junit: Path) -> dict[str, str]:
     return found
 
 
-def report(stock: dict[str, str], ours: dict[str, str], times: tuple[float, float]) -> list[str]:
-    """The run as reST lines (docs/results/scrapy_compat.inc) and the verdict's inputs."""
+def report(
+    stock: dict[str, str],
+    ours: dict[str, str],
+    times: tuple[float, float],
+    stock_saved: bool = False,
+) -> list[str]:
+    """The run as reST lines (docs/results/scrapy_compat.inc) and the verdict's inputs;
+    ``stock_saved``: the stock time is the committed run's, not this run's."""
     count = {k: sum(v == k for v in ours.values()) for k in ("passed", "failure", "error")}
+    when = " (committed run)" if stock_saved else ""
     lines = [
         f"Scrapy {scrapy.__version__}'s tests, {len(FILES)} files, {len(stock)} tests: stock "
-        f"{times[0]:.0f} s; with scrapy_twolevel's components as the defaults "
+        f"{times[0]:.0f} s{when}; with scrapy_twolevel's components as the defaults "
         f"{times[1]:.0f} s ({times[1] / times[0]:.2f}x); {count['passed']} passed, "
         f"{count['failure']} failed, {count['error']} errors. Regenerate with "
         "``python scripts/scrapy_compat.py --docs --max-ratio 1.5``.",
@@ -260,7 +267,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"Stock outcomes read from {stock_file().relative_to(ROOT)}")
     times = (stock_time, run(folder, True, junits[1]))
     ours = outcomes(junits[1])
-    lines = report(stock, ours, times)
+    lines = report(stock, ours, times, stock_saved=saved is not None)
     print("\n".join(lines))
     if args.docs:
         (ROOT / "docs" / "results" / "scrapy_compat.inc").write_text("\n".join(lines))
