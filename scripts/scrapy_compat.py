@@ -9,15 +9,23 @@ status 0 when that holds. The time of both runs is reported; ``--max-ratio R`` a
 a run with our components that took more than R times the stock one (not in the test
 command: speed is judged from the committed run, not by a timed test on a noisy machine).
 
+The stock outcomes depend only on Scrapy's version, the test files and what their tests
+need, so they are committed, one small JSON per Scrapy version (``scripts/compat/
+stock-<version>.json``): the stock run is made only when that file is missing or was made
+for other files or requirements (or with ``--refresh-stock``, ``--docs`` or ``--max-ratio``,
+which time both runs side by side); the run with our components is made every time.
+
 Usage (from the checkout, with its venv)::
 
-    python scripts/scrapy_compat.py            # both runs, ~2 min
-    python scripts/scrapy_compat.py --docs     # also rewrite docs/results/scrapy_compat.inc
+    python scripts/scrapy_compat.py                 # ours; stock from its file, ~1 min
+    python scripts/scrapy_compat.py --refresh-stock # both runs, the stock file rewritten
+    python scripts/scrapy_compat.py --docs          # also rewrite docs/results/scrapy_compat.inc
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -30,6 +38,8 @@ import scrapy
 
 ROOT = Path(__file__).resolve().parents[1]
 CACHE = ROOT / ".cache" / "scrapy-compat"
+#: The committed stock outcomes, one file per Scrapy version.
+STOCK_DIR = ROOT / "scripts" / "compat"
 #: The crawl-level tests: the engine, the crawl, closing, the scheduler interface, the
 #: spider-middleware and pipeline crawls, request callbacks and the downloader core; then
 #: the downloader middlewares and media pipelines a real project has.
@@ -156,6 +166,39 @@ def run(folder: Path, ours: bool, junit: Path) -> float:
     return time.monotonic() - started
 
 
+def stock_file() -> Path:
+    return STOCK_DIR / f"stock-{scrapy.__version__}.json"
+
+
+def load_stock() -> tuple[dict[str, str], float] | None:
+    """The committed stock outcomes and the stock run's time, if they were made for this
+    Scrapy version, these files and these requirements; else None."""
+    path = stock_file()
+    if not path.exists():
+        return None
+    saved = json.loads(path.read_text())
+    if (saved["scrapy"], saved["files"], saved["requirements"]) != (
+        scrapy.__version__,
+        list(FILES),
+        list(TEST_REQUIREMENTS),
+    ):
+        return None
+    return saved["outcomes"], saved["seconds"]
+
+
+def save_stock(stock: dict[str, str], seconds: float) -> None:
+    STOCK_DIR.mkdir(parents=True, exist_ok=True)
+    saved = {
+        "scrapy": scrapy.__version__,
+        "files": list(FILES),
+        "requirements": list(TEST_REQUIREMENTS),
+        "python": ".".join(map(str, sys.version_info[:2])),
+        "seconds": round(seconds, 1),
+        "outcomes": dict(sorted(stock.items())),
+    }
+    stock_file().write_text(json.dumps(saved, indent=1) + "\n")
+
+
 def outcomes(junit: Path) -> dict[str, str]:
     """``module.Class::test`` -> passed, failure, error or skipped."""
     found = {}
@@ -168,12 +211,19 @@ def outcomes(junit: Path) -> dict[str, str]:
     return found
 
 
-def report(stock: dict[str, str], ours: dict[str, str], times: tuple[float, float]) -> list[str]:
-    """The run as reST lines (docs/results/scrapy_compat.inc) and the verdict's inputs."""
+def report(
+    stock: dict[str, str],
+    ours: dict[str, str],
+    times: tuple[float, float],
+    stock_saved: bool = False,
+) -> list[str]:
+    """The run as reST lines (docs/results/scrapy_compat.inc) and the verdict's inputs;
+    ``stock_saved``: the stock time is the committed run's, not this run's."""
     count = {k: sum(v == k for v in ours.values()) for k in ("passed", "failure", "error")}
+    when = " (committed run)" if stock_saved else ""
     lines = [
         f"Scrapy {scrapy.__version__}'s tests, {len(FILES)} files, {len(stock)} tests: stock "
-        f"{times[0]:.0f} s; with scrapy_twolevel's components as the defaults "
+        f"{times[0]:.0f} s{when}; with scrapy_twolevel's components as the defaults "
         f"{times[1]:.0f} s ({times[1] / times[0]:.2f}x); {count['passed']} passed, "
         f"{count['failure']} failed, {count['error']} errors. Regenerate with "
         "``python scripts/scrapy_compat.py --docs --max-ratio 1.5``.",
@@ -196,13 +246,28 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--max-ratio", type=float, default=None)
     parser.add_argument("--docs", action="store_true", help="write docs/results/scrapy_compat.inc")
+    parser.add_argument(
+        "--refresh-stock",
+        action="store_true",
+        help="run stock Scrapy's tests even if scripts/compat holds their outcomes",
+    )
     args = parser.parse_args(argv)
     folder = sdist_tests()
     install_requirements()
     junits = (CACHE / "stock.xml", CACHE / "ours.xml")
-    times = (run(folder, False, junits[0]), run(folder, True, junits[1]))
-    stock, ours = (outcomes(j) for j in junits)
-    lines = report(stock, ours, times)
+    fresh = args.refresh_stock or args.docs or args.max_ratio is not None
+    saved = None if fresh else load_stock()
+    if saved is None:
+        stock_time = run(folder, False, junits[0])
+        stock = outcomes(junits[0])
+        save_stock(stock, stock_time)
+        print(f"Stock outcomes written to {stock_file().relative_to(ROOT)}")
+    else:
+        stock, stock_time = saved
+        print(f"Stock outcomes read from {stock_file().relative_to(ROOT)}")
+    times = (stock_time, run(folder, True, junits[1]))
+    ours = outcomes(junits[1])
+    lines = report(stock, ours, times, stock_saved=saved is not None)
     print("\n".join(lines))
     if args.docs:
         (ROOT / "docs" / "results" / "scrapy_compat.inc").write_text("\n".join(lines))
@@ -212,6 +277,9 @@ def main(argv: list[str] | None = None) -> int:
     ratio = times[1] / times[0]
     for name in unexplained:
         print(f"NOT EXPLAINED: {name}: stock {stock[name]}, ours {ours.get(name)}")
+    if unexplained and saved is not None:
+        where = stock_file().relative_to(ROOT)
+        print(f"(stock outcomes read from {where}; --refresh-stock runs stock Scrapy again)")
     too_slow = args.max_ratio is not None and ratio > args.max_ratio
     if too_slow:
         print(f"TOO SLOW: {ratio:.2f}x the stock run (at most {args.max_ratio}x)")

@@ -1,10 +1,18 @@
-"""The suite's layers (markers), and the real Redis the distributed-mode tests talk to.
+"""The suite's layers (markers), the real Redis the distributed-mode tests talk to, and the
+test web served by a process of its own.
 
-Every test file belongs to one layer, so a contributor can run the fast part alone::
+Every test file names its layer in one line, ``pytestmark = pytest.mark.unit`` (or
+``glue``, ``crawl``, ``redis``), so a contributor can run the fast part alone::
 
     pytest -m "unit or glue"     # pure structures, and components built with get_crawler
     pytest -m crawl              # real crawls of the local test web (subprocesses)
     pytest -m redis              # the distributed mode against a real Redis
+
+unit: pure data structures and algorithms (a fake clock, no Scrapy crawl, no socket);
+glue: Scrapy components built from real settings (get_crawler), or a process started to
+import or check something; crawl: real crawls over loopback sockets; redis: anything that
+talks to Redis. Shared helpers are in ``helpers.py`` (no process) and ``crawl_helpers.py``
+(crawls run in processes, and the components they load).
 """
 
 from __future__ import annotations
@@ -12,46 +20,23 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-#: Layer of each test file. unit: pure data structures and algorithms (a fake clock, no
-#: Scrapy crawl); glue: Scrapy components built from real settings (get_crawler), or a
-#: process started to import or check something; crawl: real crawls over loopback sockets;
-#: redis: anything that talks to Redis.
-LAYERS = {
-    "unit": (
-        "architecture buckets codec distributed_sim failures frontier gate header_parsers inflight "
-        "intake "
-        "live_snapshot "
-        "local_only ownership "
-        "politeness "
-        "publish_time recrawl_history recrawl_model recrawl_planner recrawl_samples seen sim "
-        "store_contract topics"
-    ),
-    "glue": "config dupefilter meta_keys packaging request_stores scheduler_contract view",
-    "crawl": (
-        "conformance crash crawl disk_faults duplicate_links example_project live_browser "
-        "live_crawl politeness_crawl recrawl_crawl startup "
-        "testweb "
-        "testweb_cli topics_crawl"
-    ),
-    "redis": (
-        "cluster distributed_chaos distributed_crawl distributed_history distributed_recrawl "
-        "inbox node registry seen_log"
-    ),
-}
-LAYER_OF = {f"test_{name}.py": layer for layer, names in LAYERS.items() for name in names.split()}
+LAYERS = ("unit", "glue", "crawl", "redis")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
-        name = Path(str(item.fspath)).name
-        if name not in LAYER_OF:
-            raise pytest.UsageError(f"{name} has no layer: add it to LAYERS in tests/conftest.py")
-        item.add_marker(LAYER_OF[name])
+        layers = {mark.name for mark in item.iter_markers() if mark.name in LAYERS}
+        if len(layers) != 1:
+            found = ", ".join(sorted(layers)) or "none"
+            raise pytest.UsageError(
+                f"{item.nodeid} needs exactly one layer marker ({', '.join(LAYERS)}); it has "
+                f"{found}. Put `pytestmark = pytest.mark.<layer>` at the top of its file "
+                "(tests/conftest.py says which layer is which)."
+            )
 
 
 @pytest.fixture
@@ -77,3 +62,23 @@ def redis_crawl(redis_url: str) -> Iterator[tuple[Any, str]]:
     if keys:
         client.delete(*keys)
     client.close()
+
+
+@pytest.fixture
+def web_server(tmp_path) -> Iterator[Any]:
+    """``start(web)``: serve a test web from a process of its own (several crawl processes
+    can share it; its counts are the ground truth); every server is stopped afterwards."""
+    from scrapy_twolevel.testweb.process import ServerProcess
+
+    servers = []
+
+    def start(web):
+        workdir = tmp_path / f"server{len(servers)}"
+        workdir.mkdir()
+        server = ServerProcess(web, workdir)
+        servers.append(server)
+        return server
+
+    yield start
+    for server in servers:
+        server.stop()

@@ -1,23 +1,37 @@
-"""Running test-web crawls in a subprocess, and components those crawls load.
+"""Running crawls in processes (test-web crawls, the example project's ``scrapy`` commands,
+nodes of a distributed crawl, a crawl with its live view), and components those crawls load.
 
 The components (middlewares, extensions) are found by the crawl through ``PYTHONPATH``,
-which :func:`crawl_process` points at this folder.
+which :func:`crawl_process` and :class:`Node` point at this folder.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
+from helpers import wait_until
 from scrapy.exceptions import IgnoreRequest
 
 from scrapy_twolevel._engine import requests_in_downloader, requests_in_progress, wake_engine
+from scrapy_twolevel.testweb.process import ServerProcess
 from scrapy_twolevel.testweb.spider import CrawlResult
+from scrapy_twolevel.testweb.web import HostProfile, generate_web
 
 HERE = Path(__file__).resolve().parent
+PROJECT = HERE.parent / "example_project"
+
+#: The three components a crash-safe crawl runs with (tests/test_crash.py, test_disk_faults.py).
+SAFE = {
+    "SCHEDULER": "scrapy_twolevel.scheduler.TwoLevelScheduler",
+    "DOWNLOADER_MIDDLEWARES": {"scrapy_twolevel.middleware.HostMetricsMiddleware": 950},
+    "DUPEFILTER_CLASS": "scrapy_twolevel.dupefilter.SeenCacheDupeFilter",
+}
 
 
 def free_port():
@@ -70,6 +84,226 @@ def crawl(tmp_path, web, settings, **kwargs) -> CrawlResult:
     proc, out = crawl_process(tmp_path, web, settings, **kwargs)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return CrawlResult.from_dict(json.loads(out.read_text()))
+
+
+def read_log(path):
+    """``[(time, url), ...]`` from a :class:`FetchLog` file."""
+    rows = []
+    for line in path.read_text().splitlines():
+        stamp, url = line.split(" ", 1)
+        rows.append((float(stamp), url))
+    return rows
+
+
+def scrapy_in_project(*args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
+    """``scrapy ARGS`` in the example project (``scrapy crawl news``, ``scrapy recrawl
+    train``, ...), as a user runs it; its output captured."""
+    return subprocess.run(
+        [str(Path(sys.executable).with_name("scrapy")), *args],
+        cwd=PROJECT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=dict(os.environ),
+    )
+
+
+#: What start-up failures' cascades used to end with, or put in the middle, before the real
+#: message (tests/test_startup.py).
+CASCADE = ("Engine slot not assigned", "DispatcherKeyError", "Scraper slot not assigned")
+
+
+def last_line(text: str) -> str:
+    return [line for line in text.splitlines() if line.strip()][-1]
+
+
+def scrapy_crawl_command(spider, settings):
+    """``python -m scrapy.cmdline crawl SPIDER -s NAME=VALUE ...`` (values JSON unless a
+    string), and the environment that finds the example project and these components."""
+    cmd = [sys.executable, "-m", "scrapy.cmdline", "crawl", spider]
+    for key, value in settings.items():
+        cmd += ["-s", f"{key}={value if isinstance(value, str) else json.dumps(value)}"]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), str(PROJECT)])}
+    return cmd, env
+
+
+# -- a distributed crawl: nodes, each a `scrapy crawl` process, on one Redis ---------------
+
+#: A node's TWOLEVEL_NODE_TTL: how long a silent node keeps its buckets.
+TTL = 4.0
+SYNC_INTERVAL = 0.05
+CONCURRENCY = 4
+RESPONSE_DELAY = 0.1
+
+
+def slow_web(hosts=16, pages=30, seed=7):
+    """A web slow enough (0.1 s per response) for nodes to join and fail mid-crawl."""
+    return generate_web(
+        hosts,
+        pages,
+        seed=seed,
+        n_seeds=4,
+        links_per_page=6,
+        host_profiles=[HostProfile(connect_delay=0.002, response_delay=RESPONSE_DELAY)] * hosts,
+    )
+
+
+class Node:
+    """One ``scrapy crawl testweb`` process of the example project, as a node of a crawl
+    (``spider``: another of its spiders; ``server=None``: the settings name the site)."""
+
+    def __init__(
+        self,
+        tmp_path,
+        name,
+        server,
+        redis_url,
+        crawl_id,
+        spider="testweb",
+        env=None,
+        piped_log=False,
+        **settings,
+    ):
+        """``env``: more environment variables; ``piped_log``: the log reaches its file
+        through a pipe (written by this process), so a file size limit set inside the
+        node (:class:`DiskFull`) does not cut it."""
+        self.name = name
+        self.stats_file = tmp_path / f"{name}.stats.json"
+        self.log_file = tmp_path / f"{name}.log"
+        extensions = {"crawl_helpers.StatsFile": 0, **settings.pop("EXTENSIONS", {})}
+        if server is not None:
+            settings["TWOLEVEL_TESTWEB_SEEDS"] = ",".join(server.seeds)
+        values = {
+            "EXTENSIONS": extensions,  # no embedded test web: every node crawls `server`
+            "STATS_FILE": str(self.stats_file),
+            "TWOLEVEL_REDIS_URL": redis_url,
+            "TWOLEVEL_CRAWL_ID": crawl_id,
+            "TWOLEVEL_NODE_ID": name,
+            "TWOLEVEL_NODE_TTL": TTL,
+            "TWOLEVEL_SYNC_INTERVAL": SYNC_INTERVAL,
+            "CONCURRENT_REQUESTS": CONCURRENCY,
+            "LOG_LEVEL": "INFO",
+            # Buckets move by joins and leaves only, so tests can count them (the
+            # rebalance test turns it on).
+            "TWOLEVEL_REBALANCE_INTERVAL": 0,
+            **settings,
+        }
+        cmd, env_base = scrapy_crawl_command(spider, values)
+        env = {**env_base, **(env or {})}
+        self.copier = None
+        with open(self.log_file, "w") as log:
+            self.proc = subprocess.Popen(
+                cmd,
+                cwd=PROJECT,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE if piped_log else log,
+                env=env,
+            )
+        if piped_log:
+            self.copier = threading.Thread(target=self._copy_log, daemon=True)
+            self.copier.start()
+
+    def _copy_log(self):
+        with open(self.log_file, "ab", buffering=0) as log:
+            for line in self.proc.stderr:
+                log.write(line)
+
+    def wait(self, timeout=120):
+        try:
+            code = self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()  # reaped here: not left for a later test's garbage collection
+            raise AssertionError(f"{self.name} did not finish:\n{self.log()[-3000:]}") from None
+        if self.copier is not None:
+            self.copier.join(timeout=30)
+            self.proc.stderr.close()
+        return code
+
+    def log(self):
+        return self.log_file.read_text()
+
+    def stats(self):
+        assert self.stats_file.exists(), f"{self.name} wrote no stats:\n{self.log()[-3000:]}"
+        return json.loads(self.stats_file.read_text())
+
+    def finished(self):
+        assert self.wait() == 0, self.log()[-3000:]
+        stats = self.stats()
+        assert stats["finish_reason"] == "finished", stats
+        assert "Traceback" not in self.log(), self.log()[-3000:]
+        return stats
+
+
+def fetched(server):
+    """How often the test web served each page."""
+    return server.stats().fetch_counts()
+
+
+def refetches(counts):
+    return sum(counts.values()) - len(counts)
+
+
+# -- a crawl with its live view ------------------------------------------------------------
+
+
+def start_live_crawl(tmp_path, hosts=8, pages=25, response_delay=0.05):
+    """A ``scrapy crawl testweb`` of the example project with ``TWOLEVEL_WEB_PORT=0``,
+    against a test web served by its own process (its first host refuses connections, its
+    second resets them, its last two refuse requests faster than one per 0.5 s with 429
+    and ``Retry-After``); returns (process, log path, server)."""
+    quick = HostProfile(connect_delay=0.002, response_delay=response_delay)
+    limited = HostProfile(connect_delay=0.002, response_delay=0.01, min_interval=0.5)
+    web = generate_web(
+        hosts,
+        pages,
+        seed=31,
+        n_seeds=hosts,
+        links_per_page=4,
+        host_profiles=[quick] * (hosts - 2) + [limited] * 2,
+        failures={0: "refuse", 1: "reset"},
+    )
+    workdir = tmp_path / "server"
+    workdir.mkdir()
+    server = ServerProcess(web, workdir)
+    log = tmp_path / "crawl.log"
+    settings = {
+        "EXTENSIONS": {},  # no embedded test web: the server above
+        "TWOLEVEL_TESTWEB_SEEDS": ",".join(server.seeds),
+        "TWOLEVEL_WEB_PORT": 0,
+        "TWOLEVEL_STATUS_INTERVAL": 0.5,
+        "CONCURRENT_REQUESTS": 4,
+        "DOWNLOAD_TIMEOUT": 1,
+        "RETRY_TIMES": 0,
+        "TWOLEVEL_BACKOFF": 0.5,
+        "TWOLEVEL_BACKOFF_MAX": 1.0,
+        "TWOLEVEL_GIVE_UP_AFTER": 1.0,
+        "ADDONS": {"scrapy_twolevel.Addon": 0},
+    }
+    cmd, env = scrapy_crawl_command("testweb", settings)
+    with open(log, "w") as out:
+        proc = subprocess.Popen(cmd, cwd=PROJECT, stdout=subprocess.DEVNULL, stderr=out, env=env)
+    return proc, log, server
+
+
+def stop_live_crawl(proc, server):
+    if proc.poll() is None:
+        proc.kill()
+    proc.wait()
+    server.stop()
+
+
+def live_url(log):
+    """The dashboard's URL, once the crawl has logged it: (base, token)."""
+    found = {}
+
+    def logged():
+        found["match"] = re.search(r"Live view of this crawl: (\S+)", log.read_text())
+        return found["match"]
+
+    wait_until(logged, "the live view's URL in the log")
+    base, token = found["match"].group(1).split("/?token=")
+    return base, token
 
 
 class InternalsProbe:

@@ -12,6 +12,8 @@ import pytest
 
 from scrapy_twolevel.distributed.buckets import BucketTable, Move, bucket_of
 
+pytestmark = pytest.mark.unit
+
 
 def test_bucket_of_is_stable_and_spread() -> None:
     # Every node must put a host in the same bucket: no per-process hash seed.

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import pytest
 import pytest_twisted
 from scrapy import Request, Spider
 from scrapy.utils.test import get_crawler
@@ -28,6 +29,8 @@ from scrapy_twolevel.frontier import BreadthFirst, CostParams, Measurement, TwoL
 from scrapy_twolevel.glue.inflight import InFlight
 from scrapy_twolevel.glue.intake import Intake, make_quality, make_request_host
 from scrapy_twolevel.glue.reporting import Reporter
+
+pytestmark = pytest.mark.redis
 
 BUCKETS = 4
 

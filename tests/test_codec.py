@@ -10,6 +10,8 @@ from scrapy.utils.request import request_from_dict
 from scrapy_twolevel import codec
 from scrapy_twolevel.codec import decode_request, encode_request
 
+pytestmark = pytest.mark.unit
+
 VALUES = [
     None,
     True,

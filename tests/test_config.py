@@ -14,6 +14,8 @@ from scrapy_twolevel.glue.preflight import unknown_settings
 from scrapy_twolevel.middleware import HostMetricsMiddleware
 from scrapy_twolevel.scheduler import TwoLevelScheduler
 
+pytestmark = pytest.mark.glue
+
 MIDDLEWARE = {"scrapy_twolevel.middleware.HostMetricsMiddleware": 950}
 
 

@@ -22,6 +22,8 @@ from scrapy_twolevel.testweb import HostProfile, generate_web
 from scrapy_twolevel.testweb.spider import CrawlResult
 from scrapy_twolevel.testweb.web import FILES_PREFIX
 
+pytestmark = pytest.mark.crawl
+
 SCRAPY = tuple(int(part) for part in scrapy.__version__.split(".")[:2])
 ADDON = {"ADDONS": {"scrapy_twolevel.Addon": 0}, "CONCURRENT_REQUESTS": 4}
 

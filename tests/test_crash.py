@@ -5,24 +5,12 @@ from __future__ import annotations
 import random
 from collections import Counter
 
-from crawl_helpers import crawl, crawl_process, free_port
+import pytest
+from crawl_helpers import SAFE, crawl, crawl_process, free_port, read_log
 
 from scrapy_twolevel.testweb.web import HostProfile, generate_web
 
-SAFE = {
-    "SCHEDULER": "scrapy_twolevel.scheduler.TwoLevelScheduler",
-    "DOWNLOADER_MIDDLEWARES": {"scrapy_twolevel.middleware.HostMetricsMiddleware": 950},
-    "DUPEFILTER_CLASS": "scrapy_twolevel.dupefilter.SeenCacheDupeFilter",
-}
-
-
-def read_log(path):
-    """``[(time, url), ...]`` from a FetchLog file."""
-    rows = []
-    for line in path.read_text().splitlines():
-        stamp, url = line.split(" ", 1)
-        rows.append((float(stamp), url))
-    return rows
+pytestmark = pytest.mark.crawl
 
 
 def test_kill_9_three_times_then_resume_fetches_every_page(tmp_path):

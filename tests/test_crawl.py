@@ -18,6 +18,8 @@ from crawl_helpers import crawl, crawl_process
 from scrapy_twolevel.frontier.host_keys import make_host_key
 from scrapy_twolevel.testweb import HostProfile, generate_web
 
+pytestmark = pytest.mark.crawl
+
 SCRAPY = tuple(int(part) for part in scrapy.__version__.split(".")[:2])
 #: Scrapy < 2.18 waits 0.1 s (_defer_sleep) before every spider callback, so the scheduler
 #: picks the next requests before it knows the links of the pages just fetched: on this

@@ -1,33 +1,28 @@
-"""A full disk under a JOBDIR crawl: nothing lost, nothing stalled, back to normal after.
+"""A full disk under the JOBDIR stores, the recrawl history and the scheduler: nothing
+lost, nothing stalled, back to normal after (the crawls: test_disk_faults_crawl.py).
 
 The disk is made full for real, without root: ``RLIMIT_FSIZE`` set to the size of the
 store's write-ahead log makes every write that would grow a file fail with ``EFBIG``
-(``SIGXFSZ`` ignored), which SQLite reports as it reports a full disk. The store-level
-tests do it in this process for the few lines that need it; the crawls do it inside a
-real ``scrapy crawl`` (:class:`crawl_helpers.DiskFull`) and are judged by the test web's
-server log.
+(``SIGXFSZ`` ignored), which SQLite reports as it reports a full disk. These tests do it
+in this process for the few lines that need it.
 """
 
 from __future__ import annotations
 
-import json
 import resource
 import signal
 import sqlite3
-from collections import Counter
 from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from crawl_helpers import crawl, crawl_process, free_port
-from test_crash import SAFE, read_log
 
 from scrapy_twolevel.errors import StoreUnavailable
 from scrapy_twolevel.frontier import CostParams, CrawlCapability, TwoLevelFrontier
 from scrapy_twolevel.storage.recrawl_history import HistoryStore
 from scrapy_twolevel.storage.sqlite import SqliteStore
-from scrapy_twolevel.testweb.spider import CrawlResult
-from scrapy_twolevel.testweb.web import HostProfile, generate_web
+
+pytestmark = pytest.mark.glue
 
 
 @contextmanager
@@ -194,80 +189,6 @@ def test_a_queue_that_raises_leaves_its_host_ready_and_the_count_true():
     assert frontier.pop() == ("a", "a1")  # the host was not left busy
 
 
-STEADY = HostProfile(connect_delay=0.002, response_delay=0.04)
-#: 160 pages on 8 hosts: about 2 s of crawling at 4 requests at a time.
-WEB = generate_web(8, 20, seed=11, n_seeds=2, links_per_page=6, host_profiles=[STEADY] * 8)
-
-
-def test_a_crawl_whose_disk_fills_then_frees_fetches_every_page_once(tmp_path):
-    jobdir = tmp_path / "job"
-    settings = {
-        **SAFE,
-        "JOBDIR": str(jobdir),
-        "CONCURRENT_REQUESTS": 4,
-        "TWOLEVEL_COMMIT_INTERVAL": 0.2,
-        "EXTENSIONS": {"crawl_helpers.DiskFull": 0},
-        "DISK_FULL": [20, 100],
-    }
-    proc, out = crawl_process(tmp_path, WEB, settings)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    result = CrawlResult.from_dict(json.loads(out.read_text()))
-    assert result.server.fetch_counts() == {page: 1 for page in WEB.reachable()}
-    stats = result.crawl_stats
-    assert stats["disk_full/filled"] == 20 and stats["disk_full/freed"] == 100
-    assert stats["twolevel/store_failures"] == 1
-    assert proc.stderr.count("The JOBDIR file cannot be written") == 1
-    assert "The JOBDIR file takes writes again" in proc.stderr
-    db = sqlite3.connect(jobdir / "twolevel" / "frontier.sqlite3")
-    assert db.execute("SELECT COUNT(*) FROM requests").fetchone()[0] == 0  # all done
-    assert db.execute("SELECT COUNT(*) FROM seen").fetchone()[0] == stats["twolevel/seen/urls"]
-    db.close()
-
-
-def test_a_crawl_killed_while_its_disk_is_full_resumes_with_nothing_lost(tmp_path):
-    """Killed 60 responses into a full disk: everything since the last commit before it
-    filled is lost from the file, so those pages are fetched again on resume; none is lost."""
-    jobdir, log = tmp_path / "job", tmp_path / "fetched.log"
-    settings = {
-        **SAFE,
-        "JOBDIR": str(jobdir),
-        "CONCURRENT_REQUESTS": 4,
-        "TWOLEVEL_COMMIT_INTERVAL": 0.2,
-        "FETCH_LOG": str(log),
-    }
-    port = free_port()
-    extensions = {"crawl_helpers.FetchLog": 0, "crawl_helpers.DiskFull": 1}
-    killer = {"crawl_helpers.KillAfterResponses": 2}
-    proc, _ = crawl_process(
-        tmp_path,
-        WEB,
-        {
-            **settings,
-            "EXTENSIONS": {**extensions, **killer},
-            "DISK_FULL": [20, 0],
-            "KILL_AFTER_RESPONSES": 80,
-        },
-        port=port,
-    )
-    assert proc.returncode == -9, proc.stderr[-3000:]
-    assert "The JOBDIR file cannot be written" in proc.stderr
-    before = read_log(log)
-    final = crawl(
-        tmp_path, WEB, {**settings, "EXTENSIONS": {"crawl_helpers.FetchLog": 0}}, port=port
-    )
-    assert final.crawl_stats["finish_reason"] == "finished"
-    rows = read_log(log)
-    page_of = {WEB.url(page, port): page for page in range(len(WEB.pages))}
-    fetched = Counter(page_of[url] for _, url in rows)
-    assert set(fetched) == WEB.reachable()  # nothing lost
-    # What the kill may cost: every response from two commit intervals before the disk
-    # filled (one of uncommitted work, one of slack) to the kill, and those in flight.
-    filled_at = before[19][0]
-    since = [t for t, _ in before if t >= filled_at - 2 * 0.2]
-    refetches = sum(fetched.values()) - len(fetched)
-    assert 0 < refetches <= len(since) + 4, (refetches, len(since))
-
-
 def test_a_recrawl_history_the_disk_refuses_loses_observations_not_the_crawl(tmp_path):
     """The history file fills: its writes and commits raise nothing, what it could not
     take is counted once told, and it takes writes again once the disk frees."""
@@ -299,8 +220,8 @@ def test_a_recrawl_history_the_disk_refuses_loses_observations_not_the_crawl(tmp
 def test_a_link_found_on_a_seed_is_queued_though_the_history_refuses_it(tmp_path):
     """Recording the new link runs after the dupefilter marked it seen: if that write
     raised, the URL was lost for good (seen, never queued)."""
+    from helpers import create_scheduler, dequeue_all
     from scrapy import Request
-    from test_scheduler_contract import create_scheduler, dequeue_all
 
     from scrapy_twolevel import meta
 

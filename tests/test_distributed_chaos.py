@@ -14,9 +14,12 @@ import json
 import random
 import signal
 
-from test_distributed_crawl import Node, fetched, refetches, slow_web, wait_until, web_server
+import pytest
+from crawl_helpers import Node, fetched, live_url, refetches, slow_web
+from helpers import wait_until
 
-__all__ = ["web_server"]  # the fixture, for pytest
+pytestmark = pytest.mark.redis
+
 
 #: Kills per node id over the run (each restart of a node id gets the next one).
 KILLS = {"c0": 2, "c1": 1, "c2": 0}
@@ -211,8 +214,7 @@ def test_the_live_view_of_a_distributed_node_shows_the_bucket_table(
     the node, and shows the table of its last tick (both nodes, every bucket once)."""
     import urllib.request
 
-    from test_distributed_crawl import BUCKETS
-    from test_live_crawl import live_url
+    from scrapy_twolevel.distributed.registry import DEFAULT_BUCKETS as BUCKETS
 
     _client, crawl_id = redis_crawl
     web = slow_web(hosts=8, pages=20, seed=43)

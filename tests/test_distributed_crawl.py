@@ -10,133 +10,34 @@ membership, process state) with deadlines, never fixed sleeps.
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
 import threading
-import time
 from datetime import datetime
 from pathlib import Path
 
 import pytest
+from crawl_helpers import (
+    CASCADE,
+    PROJECT,
+    TTL,
+    Node,
+    fetched,
+    last_line,
+    refetches,
+    scrapy_in_project,
+    slow_web,
+)
+from helpers import start_private_redis, wait_until
 
 from scrapy_twolevel.distributed.node import status
-from scrapy_twolevel.testweb.process import ServerProcess
+from scrapy_twolevel.distributed.registry import DEFAULT_BUCKETS
 from scrapy_twolevel.testweb.web import HostProfile, generate_web
 
-HERE = Path(__file__).resolve().parent
-PROJECT = HERE.parent / "example_project"
-BUCKETS = 16384
-CONCURRENCY = 4
-SYNC_INTERVAL = 0.05
-RESPONSE_DELAY = 0.1
-TTL = 4.0
+pytestmark = pytest.mark.redis
 
-
-def slow_web(hosts=16, pages=30, seed=7):
-    """A web slow enough (0.1 s per response) for nodes to join and fail mid-crawl."""
-    return generate_web(
-        hosts,
-        pages,
-        seed=seed,
-        n_seeds=4,
-        links_per_page=6,
-        host_profiles=[HostProfile(connect_delay=0.002, response_delay=RESPONSE_DELAY)] * hosts,
-    )
-
-
-class Node:
-    """One ``scrapy crawl testweb`` process of the example project, as a node of a crawl
-    (``spider``: another of its spiders; ``server=None``: the settings name the site)."""
-
-    def __init__(
-        self,
-        tmp_path,
-        name,
-        server,
-        redis_url,
-        crawl_id,
-        spider="testweb",
-        env=None,
-        piped_log=False,
-        **settings,
-    ):
-        """``env``: more environment variables; ``piped_log``: the log reaches its file
-        through a pipe (written by this process), so a file size limit set inside the
-        node (:class:`crawl_helpers.DiskFull`) does not cut it."""
-        self.name = name
-        self.stats_file = tmp_path / f"{name}.stats.json"
-        self.log_file = tmp_path / f"{name}.log"
-        extensions = {"crawl_helpers.StatsFile": 0, **settings.pop("EXTENSIONS", {})}
-        if server is not None:
-            settings["TWOLEVEL_TESTWEB_SEEDS"] = ",".join(server.seeds)
-        values = {
-            "EXTENSIONS": extensions,  # no embedded test web: every node crawls `server`
-            "STATS_FILE": str(self.stats_file),
-            "TWOLEVEL_REDIS_URL": redis_url,
-            "TWOLEVEL_CRAWL_ID": crawl_id,
-            "TWOLEVEL_NODE_ID": name,
-            "TWOLEVEL_NODE_TTL": TTL,
-            "TWOLEVEL_SYNC_INTERVAL": SYNC_INTERVAL,
-            "CONCURRENT_REQUESTS": CONCURRENCY,
-            "LOG_LEVEL": "INFO",
-            # Buckets move by joins and leaves only, so tests can count them (the
-            # rebalance test turns it on).
-            "TWOLEVEL_REBALANCE_INTERVAL": 0,
-            **settings,
-        }
-        cmd = [sys.executable, "-m", "scrapy.cmdline", "crawl", spider]
-        for key, value in values.items():
-            cmd += ["-s", f"{key}={value if isinstance(value, str) else json.dumps(value)}"]
-        env = {
-            **os.environ,
-            "PYTHONPATH": os.pathsep.join([str(HERE), str(PROJECT)]),
-            **(env or {}),
-        }
-        self.copier = None
-        with open(self.log_file, "w") as log:
-            self.proc = subprocess.Popen(
-                cmd,
-                cwd=PROJECT,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.PIPE if piped_log else log,
-                env=env,
-            )
-        if piped_log:
-            self.copier = threading.Thread(target=self._copy_log, daemon=True)
-            self.copier.start()
-
-    def _copy_log(self):
-        with open(self.log_file, "ab", buffering=0) as log:
-            for line in self.proc.stderr:
-                log.write(line)
-
-    def wait(self, timeout=120):
-        try:
-            code = self.proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()  # reaped here: not left for a later test's garbage collection
-            raise AssertionError(f"{self.name} did not finish:\n{self.log()[-3000:]}") from None
-        if self.copier is not None:
-            self.copier.join(timeout=30)
-            self.proc.stderr.close()
-        return code
-
-    def log(self):
-        return self.log_file.read_text()
-
-    def stats(self):
-        assert self.stats_file.exists(), f"{self.name} wrote no stats:\n{self.log()[-3000:]}"
-        return json.loads(self.stats_file.read_text())
-
-    def finished(self):
-        assert self.wait() == 0, self.log()[-3000:]
-        stats = self.stats()
-        assert stats["finish_reason"] == "finished", stats
-        assert "Traceback" not in self.log(), self.log()[-3000:]
-        return stats
+BUCKETS = DEFAULT_BUCKETS  # the nodes' TWOLEVEL_BUCKETS
 
 
 def start_one_by_one(tmp_path, names, server, redis_url, crawl_id, **settings):
@@ -157,14 +58,6 @@ def joins_while_held(server, node):
     server.release()
 
 
-def wait_until(condition, what, timeout=60.0):
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
-
-
 def buckets(client, crawl_id, column="buckets_owned"):
     """Buckets per member node, as ``scrapy twolevel status`` reads them from Redis:
     ``buckets_owned`` (the table: the ground truth of ownership) or ``buckets_held`` (taken
@@ -172,32 +65,8 @@ def buckets(client, crawl_id, column="buckets_owned"):
     return {node: row[column] for node, row in status(client, crawl_id)["nodes"].items()}
 
 
-def fetched(server):
-    return server.stats().fetch_counts()
-
-
-def refetches(counts):
-    return sum(counts.values()) - len(counts)
-
-
 def responses(stats):
     return stats.get("downloader/response_count", 0)
-
-
-@pytest.fixture
-def web_server(tmp_path):
-    servers = []
-
-    def start(web):
-        workdir = tmp_path / f"server{len(servers)}"
-        workdir.mkdir()
-        server = ServerProcess(web, workdir)
-        servers.append(server)
-        return server
-
-    yield start
-    for server in servers:
-        server.stop()
 
 
 def test_three_nodes_fetch_every_page_exactly_once(tmp_path, web_server, redis_crawl, redis_url):
@@ -478,33 +347,11 @@ def test_redis_lost_mid_crawl_is_retried_and_loses_nothing(tmp_path, web_server)
     assert stats["twolevel/redis/sync_errors"] >= 1
 
 
-def start_private_redis(data_dir, port=None):
-    """A redis-server of this test's own (the shared one serves other tests), on ``port``
-    (a free one if None), its data in ``data_dir``: its process and a client, once it
-    answers."""
-    import socket
-
-    import redis
-
-    if port is None:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-    data_dir.mkdir(exist_ok=True)
-    args = ["--port", str(port), "--bind", "127.0.0.1", "--dir", str(data_dir)]
-    args += ["--save", "", "--appendonly", "no"]
-    proc = subprocess.Popen(["redis-server", *args], stdout=subprocess.DEVNULL)
-    client = redis.Redis(port=port)
-    wait_until(lambda: _pings(client), "the private Redis to start")
-    return proc, client
-
-
 def test_connections_dropped_every_half_second_lose_nothing(tmp_path, web_server):
     """The fault suite's dropped connections: a private Redis kills every client
     connection (CLIENT KILL TYPE normal) twice a second while two nodes crawl, so ticks
     fail at every step, after their commits too. Judged by the server: every page once,
     never two requests at a host, both nodes end by themselves."""
-    import threading
 
     redis_proc, client = start_private_redis(tmp_path / "redis")
     port = client.connection_pool.connection_kwargs["port"]
@@ -597,15 +444,6 @@ def test_redis_restarted_empty_stops_every_node_with_a_reason(tmp_path, web_serv
     assert max(fetched(server).values()) == 1  # nothing fetched again
 
 
-def _pings(client):
-    import redis
-
-    try:
-        return client.ping()
-    except redis.ConnectionError:
-        return False
-
-
 def test_wait_for_work_keeps_an_idle_node_open(tmp_path, web_server, redis_crawl, redis_url):
     _, crawl_id = redis_crawl
     web = generate_web(3, 5, seed=4)
@@ -626,3 +464,26 @@ def test_wait_for_work_keeps_an_idle_node_open(tmp_path, web_server, redis_crawl
     last_fetch = max(float(line.split()[0]) for line in log)
     finished = datetime.fromisoformat(stats["finish_time"]).timestamp()
     assert finished - last_fetch >= 3.0  # out of work, it waited for more before closing
+
+
+def test_a_redis_that_evicts_keys_when_full_is_refused(tmp_path):
+    """An evicted queue or seen log loses pages without a trace, and volatile-* policies
+    evict the nodes' heartbeat keys first: a private Redis (the shared one serves other
+    tests) with a memory cap and an evicting policy stops the crawl before it starts."""
+    options = ("--maxmemory", "100mb", "--maxmemory-policy", "volatile-lru")
+    server, client = start_private_redis(tmp_path / "redis", options=options)
+    port = client.connection_pool.connection_kwargs["port"]
+    try:
+        proc = scrapy_in_project(
+            "crawl", "testweb", "-s", "TWOLEVEL_TESTWEB_HOSTS=3",
+            "-s", "TWOLEVEL_TESTWEB_PAGES_PER_HOST=3",
+            "-s", f"TWOLEVEL_REDIS_URL=redis://127.0.0.1:{port}/0",
+            timeout=120,
+        )  # fmt: skip
+    finally:
+        server.kill()
+        server.wait()
+    assert proc.returncode != 0
+    assert "evicts keys when full" in last_line(proc.stderr)
+    assert "maxmemory-policy volatile-lru" in last_line(proc.stderr)
+    assert not any(word in proc.stderr for word in CASCADE), proc.stderr[-3000:]

@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 
 import pytest
-from test_node import BUCKETS, Clock, key, node
+from helpers import FEW_BUCKETS, FakeClock, key, node
 
 from scrapy_twolevel.distributed.batch import Batch
 from scrapy_twolevel.distributed.history import (
@@ -30,6 +30,8 @@ from scrapy_twolevel.recrawl.model import fit_predictor
 from scrapy_twolevel.recrawl.planner import Plan
 from scrapy_twolevel.storage.model_store import load_stored_model
 from scrapy_twolevel.storage.recrawl_history import HistoryStore
+
+pytestmark = pytest.mark.redis
 
 
 def record_the_same(store) -> None:
@@ -128,18 +130,18 @@ def test_plans_are_written_by_the_holder_and_travel_with_the_bucket(redis_crawl)
     client, crawl_id = redis_crawl
     a = node(client, crawl_id, "a")
     a.sync(Batch())  # a holds every bucket: one seed planned in each
-    for bucket in range(BUCKETS):
+    for bucket in range(FEW_BUCKETS):
         result = a.sync(seed_batch(bucket, f"s/{bucket}", 1000.0 + bucket))
         assert result.stored == 1 and result.refused == 0
     assert client.hgetall(f"twolevel:{crawl_id}:plans:0") == {b"s/0": plan_of(0)}
     assert client.smembers(f"twolevel:{crawl_id}:planned") == {
-        str(b).encode() for b in range(BUCKETS)
+        str(b).encode() for b in range(FEW_BUCKETS)
     }
 
     b = node(client, crawl_id, "b")
     b.sync(Batch())
     moved = sorted(b.registry.owned())
-    assert len(moved) == BUCKETS // 2
+    assert len(moved) == FEW_BUCKETS // 2
     # b owns them, but a still holds them: a plan b writes for one now is refused.
     early = b.sync(seed_batch(moved[0], "s/early", 1.0))
     assert early.refused == 2  # the request and the plan
@@ -166,7 +168,7 @@ def test_a_bucket_taken_brings_its_plans(redis_crawl) -> None:
     b = node(client, crawl_id, "b")
     a.leave()
     taken = b.sync(Batch())
-    assert set(taken.acquired) == set(range(BUCKETS))
+    assert set(taken.acquired) == set(range(FEW_BUCKETS))
     assert taken.plans == {
         1: {b"s/one": encode_plan(4000.0, b"seed request")},
         2: {b"s/two": encode_plan(6000.0, b"seed request")},
@@ -181,7 +183,7 @@ def test_a_bucket_taken_brings_its_plans(redis_crawl) -> None:
 
 def test_reaped_node_keeps_its_history_records_but_not_its_plans(redis_crawl) -> None:
     client, crawl_id = redis_crawl
-    clock_a, clock_b = Clock(), Clock()
+    clock_a, clock_b = FakeClock(1000.0), FakeClock(1000.0)
     a = node(client, crawl_id, "a", clock_a, ttl=2.0)
     a.sync(Batch())
     b = node(client, crawl_id, "b", clock_b, ttl=2.0)

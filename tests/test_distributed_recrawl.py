@@ -18,14 +18,16 @@ from itertools import pairwise
 from pathlib import Path
 
 import pytest
-from test_distributed_crawl import TTL, Node, wait_until
-from test_recrawl_crawl import record_archive, scrapy
+from crawl_helpers import TTL, Node, scrapy_in_project
+from helpers import record_archive, wait_until
 
 from scrapy_twolevel.distributed.buckets import BucketTable
 from scrapy_twolevel.distributed.history import RedisHistoryStore, RedisModelStore
 from scrapy_twolevel.recrawl.clock import ScaledClock
 from scrapy_twolevel.storage.model_store import load_stored_model
 from scrapy_twolevel.testweb.news import NewsSite, parse_sections, seed_key_for
+
+pytestmark = pytest.mark.redis
 
 SCALE = 3600.0
 SECTIONS = "day:120,night:120"
@@ -162,7 +164,7 @@ def test_scrapy_recrawl_train_and_report_use_the_crawls_history_in_redis(
         "-s", f"TWOLEVEL_CRAWL_ID={crawl_id}",
         "-s", f"TWOLEVEL_RECRAWL_TIME_ORIGIN={origin}",
     ]  # fmt: skip
-    train = scrapy("recrawl", "train", "news", *common)
+    train = scrapy_in_project("recrawl", "train", "news", *common)
     assert train.returncode == 0, train.stdout + train.stderr[-3000:]
     models = RedisModelStore(client, crawl_id)
     assert f"Trained on Redis, under twolevel-history:{crawl_id}:" in train.stdout
@@ -170,11 +172,13 @@ def test_scrapy_recrawl_train_and_report_use_the_crawls_history_in_redis(
     model = load_stored_model(models)
     assert model is not None
     assert set(model.fits) == {seed_key_for(s) for s in site.sections}
-    report = scrapy("recrawl", "report", "news", *common)
+    report = scrapy_in_project("recrawl", "report", "news", *common)
     assert report.returncode == 0, report.stderr[-3000:]
     assert train.stdout.split("\n\n", 1)[1].strip() == report.stdout.split("\n\n", 1)[1].strip()
     # No Redis there: one line naming the setting, no traceback.
-    down = scrapy("recrawl", "train", "news", "-s", "TWOLEVEL_REDIS_URL=redis://127.0.0.1:1/0")
+    down = scrapy_in_project(
+        "recrawl", "train", "news", "-s", "TWOLEVEL_REDIS_URL=redis://127.0.0.1:1/0"
+    )
     assert down.returncode == 1
     assert "Cannot reach Redis at TWOLEVEL_REDIS_URL='redis://127.0.0.1:1/0'" in down.stdout
     assert "Traceback" not in down.stderr, down.stderr[-3000:]

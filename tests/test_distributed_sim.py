@@ -6,7 +6,11 @@ Small webs, so it runs in a second; the benchmark's own figures come from the sc
 
 from __future__ import annotations
 
+import pytest
+
 from scrapy_twolevel.testweb.sim.nodes import make_hosts, simulate
+
+pytestmark = pytest.mark.unit
 
 
 def run(nodes, every):

@@ -16,6 +16,8 @@ from scrapy_twolevel.config import SettingsError
 from scrapy_twolevel.dupefilter import SeenCacheDupeFilter
 from scrapy_twolevel.errors import StateError
 
+pytestmark = pytest.mark.glue
+
 PATH = "scrapy_twolevel.dupefilter.SeenCacheDupeFilter"
 
 

@@ -14,6 +14,8 @@ from scrapy_twolevel.components import DUPLICATE_LINKS_ORDER, DUPLICATE_LINKS_PA
 from scrapy_twolevel.duplicate_links import FILTERED_EARLY
 from scrapy_twolevel.testweb import HostProfile, generate_web
 
+pytestmark = pytest.mark.crawl
+
 ADDON = {
     "ADDONS": {"scrapy_twolevel.Addon": 0},
     "CONCURRENT_REQUESTS": 4,

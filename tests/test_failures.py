@@ -7,6 +7,7 @@ Every expected number is worked out by hand from the rules in
 from __future__ import annotations
 
 import pytest
+from helpers import FakeClock
 
 from scrapy_twolevel.frontier import (
     BreadthFirst,
@@ -20,6 +21,8 @@ from scrapy_twolevel.frontier import (
 )
 from scrapy_twolevel.frontier.failures import FailurePolicy, RefusedUrls, SilentHosts
 
+pytestmark = pytest.mark.unit
+
 PARAMS = CostParams(
     default_requests_per_connection=50,
     keepalive_speedup=1.2,
@@ -30,16 +33,8 @@ PARAMS = CostParams(
 RULES = FailurePolicy(session_failures=2, backoff=10.0, backoff_max=25.0, failed_sessions=3)
 
 
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def frontier(policy=None, max_open=1, rules=RULES, **kwargs):
-    clock = FakeClock()
+    clock = FakeClock(100.0)
     given_up = []
     f = TwoLevelFrontier(
         policy or BreadthFirst(),

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
+from helpers import FakeClock
 
 from scrapy_twolevel.frontier import (
     PLAIN_LANE,
@@ -24,6 +25,8 @@ from scrapy_twolevel.frontier import (
 from scrapy_twolevel.frontier.connections import ConnectionTracker, ReplyFacts
 from scrapy_twolevel.frontier.estimates import PACE_LEAD
 
+pytestmark = pytest.mark.unit
+
 PARAMS = CostParams(
     default_requests_per_connection=50,
     keepalive_speedup=1.2,
@@ -31,14 +34,6 @@ PARAMS = CostParams(
     default_connection_time=0.1,
     default_response_time=0.1,
 )
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def drain(frontier: TwoLevelFrontier) -> list[tuple[str, object]]:

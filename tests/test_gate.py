@@ -2,19 +2,16 @@
 
 from __future__ import annotations
 
+import pytest
+from helpers import FakeClock
+
 from scrapy_twolevel.frontier.gate import HostGate
 
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
+pytestmark = pytest.mark.unit
 
 
 def test_one_request_inside_per_host_the_rest_in_arrival_order():
-    gate = HostGate(FakeClock())
+    gate = HostGate(FakeClock(100.0))
     admitted: list[str] = []
     assert gate.enter("a", lambda: admitted.append("a1")) is True
     assert gate.enter("a", lambda: admitted.append("a2")) is False
@@ -29,7 +26,7 @@ def test_one_request_inside_per_host_the_rest_in_arrival_order():
 
 
 def test_no_request_enters_before_the_hold_and_the_first_waiter_goes_at_its_end():
-    clock = FakeClock()
+    clock = FakeClock(100.0)
     gate = HostGate(clock)
     admitted: list[int] = []
     assert gate.enter("a", lambda: None)
@@ -51,7 +48,7 @@ def test_no_request_enters_before_the_hold_and_the_first_waiter_goes_at_its_end(
 
 
 def test_a_shorter_or_past_hold_does_not_shorten_a_longer_one():
-    clock = FakeClock()
+    clock = FakeClock(100.0)
     gate = HostGate(clock)
     gate.hold("a", 160.0)
     gate.hold("a", 120.0)
@@ -61,7 +58,7 @@ def test_a_shorter_or_past_hold_does_not_shorten_a_longer_one():
 
 
 def test_a_newcomer_does_not_overtake_requests_already_waiting():
-    clock = FakeClock()
+    clock = FakeClock(100.0)
     gate = HostGate(clock)
     order: list[str] = []
     gate.hold("a", 110.0)

@@ -8,6 +8,8 @@ import pytest
 
 from scrapy_twolevel.glue.politeness import retry_after_seconds, robots_crawl_delay
 
+pytestmark = pytest.mark.unit
+
 #: 1994-11-06 08:49:37 GMT, the example date of RFC 9110 section 5.6.7.
 NOW = datetime(1994, 11, 6, 8, 49, 7, tzinfo=UTC).timestamp()
 

@@ -6,6 +6,8 @@ import pytest
 
 from scrapy_twolevel.distributed.inbox import Inbox
 
+pytestmark = pytest.mark.redis
+
 
 def test_sent_entries_arrive_once_and_leave_when_acknowledged(redis_crawl) -> None:
     client, crawl_id = redis_crawl

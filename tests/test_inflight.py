@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
 from scrapy import Request
 
 from scrapy_twolevel.glue.inflight import InFlight
+
+pytestmark = pytest.mark.unit
 
 
 class Recorder:

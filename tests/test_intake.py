@@ -11,6 +11,8 @@ from scrapy_twolevel.frontier import PLAIN_LANE
 from scrapy_twolevel.frontier.host_keys import make_host_key
 from scrapy_twolevel.glue.intake import make_quality, make_request_host, split_host
 
+pytestmark = pytest.mark.unit
+
 URLS = [
     "http://A.Example.com:80/x?y#z",
     "https://user:pw@h.example.org/",

@@ -11,9 +11,12 @@ from __future__ import annotations
 import os
 import shutil
 
-from test_live_crawl import live_url, start_live_crawl, stop_live_crawl
+import pytest
+from crawl_helpers import live_url, start_live_crawl, stop_live_crawl
 
 from scrapy_twolevel.testweb.browser import headless_chromium
+
+pytestmark = pytest.mark.crawl
 
 
 def test_the_dashboard_fills_updates_sorts_and_filters_in_chromium(tmp_path):

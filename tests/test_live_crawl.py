@@ -7,7 +7,6 @@ seen in session, waiting (and why) and given up. Requests without the token are 
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
@@ -17,10 +16,12 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from test_distributed_crawl import wait_until
+from crawl_helpers import live_url, start_live_crawl, stop_live_crawl
+from helpers import wait_until
 
-from scrapy_twolevel.testweb.process import ServerProcess
 from scrapy_twolevel.testweb.web import HostProfile, generate_web, host_address
+
+pytestmark = pytest.mark.crawl
 
 HERE = Path(__file__).resolve().parent
 PROJECT = HERE.parent / "example_project"
@@ -30,68 +31,6 @@ def get(url, headers=None):
     request = urllib.request.Request(url, headers=headers or {})
     with urllib.request.urlopen(request, timeout=10) as reply:
         return reply.status, reply.headers.get("content-type"), reply.read()
-
-
-def start_live_crawl(tmp_path, hosts=8, pages=25, response_delay=0.05):
-    """A ``scrapy crawl testweb`` of the example project with ``TWOLEVEL_WEB_PORT=0``,
-    against a test web served by its own process (its first host refuses connections, its
-    second resets them, its last two refuse requests faster than one per 0.5 s with 429
-    and ``Retry-After``); returns (process, log path, server)."""
-    quick = HostProfile(connect_delay=0.002, response_delay=response_delay)
-    limited = HostProfile(connect_delay=0.002, response_delay=0.01, min_interval=0.5)
-    web = generate_web(
-        hosts,
-        pages,
-        seed=31,
-        n_seeds=hosts,
-        links_per_page=4,
-        host_profiles=[quick] * (hosts - 2) + [limited] * 2,
-        failures={0: "refuse", 1: "reset"},
-    )
-    workdir = tmp_path / "server"
-    workdir.mkdir()
-    server = ServerProcess(web, workdir)
-    log = tmp_path / "crawl.log"
-    settings = {
-        "EXTENSIONS": {},  # no embedded test web: the server above
-        "TWOLEVEL_TESTWEB_SEEDS": ",".join(server.seeds),
-        "TWOLEVEL_WEB_PORT": 0,
-        "TWOLEVEL_STATUS_INTERVAL": 0.5,
-        "CONCURRENT_REQUESTS": 4,
-        "DOWNLOAD_TIMEOUT": 1,
-        "RETRY_TIMES": 0,
-        "TWOLEVEL_BACKOFF": 0.5,
-        "TWOLEVEL_BACKOFF_MAX": 1.0,
-        "TWOLEVEL_GIVE_UP_AFTER": 1.0,
-        "ADDONS": {"scrapy_twolevel.Addon": 0},
-    }
-    cmd = [sys.executable, "-m", "scrapy.cmdline", "crawl", "testweb"]
-    for key, value in settings.items():
-        cmd += ["-s", f"{key}={value if isinstance(value, str) else json.dumps(value)}"]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), str(PROJECT)])}
-    with open(log, "w") as out:
-        proc = subprocess.Popen(cmd, cwd=PROJECT, stdout=subprocess.DEVNULL, stderr=out, env=env)
-    return proc, log, server
-
-
-def stop_live_crawl(proc, server):
-    if proc.poll() is None:
-        proc.kill()
-    proc.wait()
-    server.stop()
-
-
-def live_url(log):
-    """The dashboard's URL, once the crawl has logged it: (base, token)."""
-    found = {}
-
-    def logged():
-        found["match"] = re.search(r"Live view of this crawl: (\S+)", log.read_text())
-        return found["match"]
-
-    wait_until(logged, "the live view's URL in the log")
-    base, token = found["match"].group(1).split("/?token=")
-    return base, token
 
 
 @pytest.fixture
@@ -162,8 +101,7 @@ def test_twolevel_status_reads_the_jobdir_of_a_crawl_killed_with_9(tmp_path):
     """``scrapy twolevel status SPIDER -s JOBDIR=...`` on a crawl killed mid-way: its
     pending requests (leases included) and the hosts with the most, read-only, so the
     crawl still resumes and fetches every page."""
-    from crawl_helpers import crawl, crawl_process, free_port
-    from test_crash import SAFE, read_log
+    from crawl_helpers import SAFE, crawl, crawl_process, free_port, read_log
 
     web = generate_web(
         6, 20, seed=37, n_seeds=2, links_per_page=5,

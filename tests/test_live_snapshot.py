@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import json
 
-from test_politeness import FakeClock
+import pytest
+from helpers import FakeClock
 
 from scrapy_twolevel.frontier import (
     BreadthFirst,
@@ -22,6 +23,8 @@ from scrapy_twolevel.frontier.failures import FailurePolicy
 from scrapy_twolevel.live.prometheus import render
 from scrapy_twolevel.live.snapshot import SCHEMA_VERSION, host_state, snapshot
 
+pytestmark = pytest.mark.unit
+
 PARAMS = CostParams()
 
 
@@ -30,7 +33,7 @@ def driven_frontier():
     30 s at t = 100; ``failing`` failed its session (one failure ends one here), backed
     off 10 s; ``capped`` has had its page budget (1); ``idle`` was served its one URL;
     ``late`` got URLs after the others opened (breadth-first serves one URL a session)."""
-    clock = FakeClock()
+    clock = FakeClock(100.0)
     f = TwoLevelFrontier(
         BreadthFirst(),
         PARAMS,
@@ -109,7 +112,7 @@ def test_each_host_is_in_one_state_and_says_why():
 
 
 def test_top_hosts_are_the_best_scored_and_named_hosts_are_added():
-    clock = FakeClock()
+    clock = FakeClock(100.0)
     f = TwoLevelFrontier(CrawlCapability(), PARAMS, 1, clock=clock)
     for i in range(20):
         f.push(f"h{i:02d}", i / 20, "url")  # h19 holds the best URL
@@ -157,7 +160,7 @@ def test_topics_show_their_class_slice_and_who_serves():
         topic_lane,
     )
 
-    clock = FakeClock()
+    clock = FakeClock(100.0)
     selector = TopicSelector(
         [TopicSpec("bulk", priority=2), TopicSpec("urgent", priority=1)], clock
     )

@@ -1,6 +1,10 @@
 """The record of requests a distributed node holds without a copy in Redis."""
 
+import pytest
+
 from scrapy_twolevel.distributed.local_only import LocalOnlyRequests
+
+pytestmark = pytest.mark.unit
 
 
 def test_counts_per_bucket_and_names_what_is_left():

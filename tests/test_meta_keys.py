@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import pytest
 from scrapy import Request
 
 from scrapy_twolevel import meta as meta_keys
 from scrapy_twolevel.glue.intake import REQUEUED_PENALTY
+
+pytestmark = pytest.mark.glue
 
 
 def requeued_page():

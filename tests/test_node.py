@@ -7,36 +7,19 @@ a fake clock where time matters. Few buckets, so tests can name them.
 from __future__ import annotations
 
 import pytest
+from helpers import FEW_BUCKETS, FakeClock, key, node
 
 from scrapy_twolevel.distributed.batch import AfterCommit, Batch
 from scrapy_twolevel.distributed.buckets import bucket_of
 from scrapy_twolevel.distributed.node import Node, clear_crawl, status
 from scrapy_twolevel.distributed.registry import IdTaken, StateLost
 
-BUCKETS = 4
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-def node(client, crawl_id, name, clock=None, ttl=10.0):
-    n = Node(client, crawl_id, name, buckets=BUCKETS, ttl=ttl, clock=clock or Clock())
-    n.join()
-    return n
+pytestmark = pytest.mark.redis
 
 
 def host_in(bucket: int) -> str:
     """A host name whose bucket is ``bucket``."""
-    return next(f"h{i}.test" for i in range(1000) if bucket_of(f"h{i}.test", BUCKETS) == bucket)
-
-
-def key(n: int) -> bytes:
-    return n.to_bytes(16, "big")
+    return next(f"h{i}.test" for i in range(1000) if bucket_of(f"h{i}.test", FEW_BUCKETS) == bucket)
 
 
 def pending(client, crawl_id, bucket):
@@ -47,7 +30,7 @@ def test_holder_commits_children_and_releases_leases_atomically(redis_crawl):
     client, crawl_id = redis_crawl
     a = node(client, crawl_id, "a")
     first = a.sync(Batch())
-    assert set(first.acquired) == set(range(BUCKETS))  # the first node takes everything
+    assert set(first.acquired) == set(range(FEW_BUCKETS))  # the first node takes everything
     result = a.sync(Batch(stores=[(0, "e1", b"req1", key(1)), (0, "e2", b"req2", key(2))]))
     assert result.stored == 2 and result.refused == 0
     assert pending(client, crawl_id, 0) == {"e1": b"req1", "e2": b"req2"}
@@ -61,14 +44,14 @@ def test_bucket_moves_only_after_its_holder_released_it(redis_crawl):
     client, crawl_id = redis_crawl
     a = node(client, crawl_id, "a")
     a.sync(Batch())
-    a.sync(Batch(stores=[(b, f"e{b}", b"r%d" % b, key(b)) for b in range(BUCKETS)]))
+    a.sync(Batch(stores=[(b, f"e{b}", b"r%d" % b, key(b)) for b in range(FEW_BUCKETS)]))
     b = node(client, crawl_id, "b")
     moved = sorted(b.registry.owned())
-    assert len(moved) == BUCKETS // 2
+    assert len(moved) == FEW_BUCKETS // 2
     # a still holds them (its requests in flight may still commit): b must wait.
     assert b.sync(Batch()).acquired == {}
     seen_by_a = a.sync(Batch(dones=[(moved[0], f"e{moved[0]}")]))
-    assert seen_by_a.owned == frozenset(set(range(BUCKETS)) - set(moved))
+    assert seen_by_a.owned == frozenset(set(range(FEW_BUCKETS)) - set(moved))
     a.sync(Batch(release=moved))
     taken = b.sync(Batch()).acquired
     assert sorted(taken) == moved
@@ -84,7 +67,7 @@ def test_bucket_moves_only_after_its_holder_released_it(redis_crawl):
 def two_nodes_a_holding_a_request(client, crawl_id, entry):
     """Node a (first: every bucket) with ``entry`` stored in bucket 0, then node b; their
     clocks (a ttl of 2 s)."""
-    clock_a, clock_b = Clock(), Clock()
+    clock_a, clock_b = FakeClock(1000.0), FakeClock(1000.0)
     a = node(client, crawl_id, "a", clock_a, ttl=2.0)
     a.sync(Batch())
     a.sync(Batch(stores=[(0, *entry, key(1))]))
@@ -122,7 +105,7 @@ def test_reaped_node_cannot_commit_and_joins_again(redis_crawl):
 
 def test_reaped_node_rejoining_first_does_not_block_the_new_owner(redis_crawl):
     client, crawl_id = redis_crawl
-    clock_a, clock_b = Clock(), Clock()
+    clock_a, clock_b = FakeClock(1000.0), FakeClock(1000.0)
     a = node(client, crawl_id, "a", clock_a, ttl=2.0)
     a.sync(Batch())
     b = node(client, crawl_id, "b", clock_b, ttl=2.0)
@@ -131,7 +114,7 @@ def test_reaped_node_rejoining_first_does_not_block_the_new_owner(redis_crawl):
     clock_a.now += 5
     assert a.sync(Batch()).rejoined  # ...when a is back, a member again
     taken = b.sync(Batch()).acquired
-    assert len(b.registry.owned()) == BUCKETS // 2  # a took half back when it rejoined
+    assert len(b.registry.owned()) == FEW_BUCKETS // 2  # a took half back when it rejoined
     assert set(taken) == set(b.registry.owned())  # not blocked by a's old holds
 
 
@@ -143,7 +126,7 @@ def test_node_restarted_under_its_id_resumes_its_leases(redis_crawl):
     # Killed and restarted at once (before anyone reaped it), under the same id.
     again = node(client, crawl_id, "a")
     taken = again.sync(Batch()).acquired
-    assert set(taken) == set(range(BUCKETS))
+    assert set(taken) == set(range(FEW_BUCKETS))
     assert taken[0] == ([("lease", b"in flight")], [key(1)])
 
 
@@ -198,10 +181,10 @@ def test_status_reports_nodes_buckets_and_pending(redis_crawl):
     a.sync(Batch())
     a.sync(Batch(stores=[(0, "e1", b"r", key(1)), (1, "e2", b"r", key(2))]))
     report = status(client, crawl_id)
-    assert report["buckets"] == BUCKETS
+    assert report["buckets"] == FEW_BUCKETS
     assert report["pending"] == 2
     assert report["nodes"]["a"]["alive"] is True
-    assert report["nodes"]["a"]["buckets_owned"] == BUCKETS
+    assert report["nodes"]["a"]["buckets_owned"] == FEW_BUCKETS
     assert report["nodes"]["a"]["pending"] == 2
     assert clear_crawl(client, crawl_id) > 0
     assert status(client, crawl_id)["nodes"] == {}
@@ -310,9 +293,9 @@ def test_buckets_taken_by_a_tick_that_then_fails_are_taken_and_loaded_again(redi
     assert restarted.held == set()
     mend_inbox(client, crawl_id, restarted)
     result = restarted.sync(Batch())
-    assert set(result.acquired) == set(range(BUCKETS))
+    assert set(result.acquired) == set(range(FEW_BUCKETS))
     assert result.acquired[0] == ([("e1", b"req1")], [key(1)])
-    assert restarted.held == set(range(BUCKETS))
+    assert restarted.held == set(range(FEW_BUCKETS))
 
 
 def test_buckets_a_failed_tick_took_are_released_if_they_move_meanwhile(redis_crawl):
@@ -325,14 +308,14 @@ def test_buckets_a_failed_tick_took_are_released_if_they_move_meanwhile(redis_cr
     break_inbox(client, crawl_id, "a")
     with pytest.raises(AfterCommit):
         a.sync(Batch())
-    assert a.held == set() and a.unconfirmed == set(range(BUCKETS))
+    assert a.held == set() and a.unconfirmed == set(range(FEW_BUCKETS))
     b = node(client, crawl_id, "b")
     theirs = b.registry.owned()
-    assert 0 < len(theirs) < BUCKETS
+    assert 0 < len(theirs) < FEW_BUCKETS
     assert b.sync(Batch()).acquired == {}  # still held by a, in Redis
     mend_inbox(client, crawl_id, a)
     result = a.sync(Batch())
-    assert set(result.acquired) == set(range(BUCKETS)) - theirs
+    assert set(result.acquired) == set(range(FEW_BUCKETS)) - theirs
     assert a.unconfirmed == set()
     assert set(b.sync(Batch()).acquired) == theirs
 
@@ -381,11 +364,11 @@ def test_a_damaged_inbox_entry_is_dropped_and_counted_not_read_for_ever(redis_cr
 
 def test_leader_rebalances_by_pending_requests_through_hand_overs(redis_crawl):
     client, crawl_id = redis_crawl
-    clocks = {"a": Clock(), "b": Clock()}
+    clocks = {"a": FakeClock(1000.0), "b": FakeClock(1000.0)}
     nodes = {}
     for name in "ab":
         nodes[name] = Node(
-            client, crawl_id, name, buckets=BUCKETS, ttl=10.0, rebalance_every=5.0,
+            client, crawl_id, name, buckets=FEW_BUCKETS, ttl=10.0, rebalance_every=5.0,
             rebalance_tolerance=0.25, clock=clocks[name],
         )  # fmt: skip
         nodes[name].join()
@@ -436,7 +419,7 @@ def test_a_node_that_finds_its_crawl_gone_from_redis_stops_and_writes_nothing(re
     """Redis restarted without persistence (or the crawl was reset) mid-crawl: rejoining
     would start the crawl afresh under its old id and fetch everything again."""
     client, crawl_id = redis_crawl
-    clock = Clock()
+    clock = FakeClock(1000.0)
     a = node(client, crawl_id, "a", clock)
     a.sync(Batch())
     a.sync(Batch(stores=[(0, "e1", b"req1", key(1))]))
@@ -455,10 +438,10 @@ def test_two_processes_under_one_node_id_the_newer_keeps_it_the_older_stops(redi
     the id (a restart after kill -9 goes on at once); the older one is fenced at its next
     commit or heartbeat, and leaves nothing behind that would disturb the newer one."""
     client, crawl_id = redis_crawl
-    clock = Clock()
+    clock = FakeClock(1000.0)
     older = node(client, crawl_id, "a", clock)
     older.sync(Batch())
-    newer = node(client, crawl_id, "a", Clock())
+    newer = node(client, crawl_id, "a", FakeClock(1000.0))
     newer.sync(Batch())
     with pytest.raises(IdTaken, match="another process has joined"):
         older.sync(Batch(stores=[(0, "late", b"x", key(1))]))  # fenced by the commit

@@ -5,7 +5,10 @@ from __future__ import annotations
 import importlib
 from pathlib import Path
 
+import pytest
 import setuptools
+
+pytestmark = pytest.mark.glue
 
 PACKAGE = Path(__file__).parents[1] / "scrapy_twolevel"
 

@@ -8,6 +8,7 @@ Every expected number is worked out by hand from ``HostEstimate.observe_refusal`
 from __future__ import annotations
 
 import pytest
+from helpers import FakeClock
 
 from scrapy_twolevel.frontier import (
     BreadthFirst,
@@ -19,19 +20,13 @@ from scrapy_twolevel.frontier import (
 from scrapy_twolevel.frontier.failures import FailurePolicy
 from scrapy_twolevel.frontier.hosts import WAIT_DELAY, WAIT_REFUSED
 
+pytestmark = pytest.mark.unit
+
 PARAMS = CostParams()
 
 
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def frontier(**kwargs):
-    clock = FakeClock()
+    clock = FakeClock(100.0)
     f = TwoLevelFrontier(
         BreadthFirst(),
         PARAMS,

@@ -22,6 +22,8 @@ from scrapy_twolevel.testweb import (
     host_address,
 )
 
+pytestmark = pytest.mark.crawl
+
 TWOLEVEL = {
     "SCHEDULER": "scrapy_twolevel.scheduler.TwoLevelScheduler",
     "DOWNLOADER_MIDDLEWARES": {"scrapy_twolevel.middleware.HostMetricsMiddleware": 950},

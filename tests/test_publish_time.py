@@ -8,6 +8,8 @@ import pytest
 
 from scrapy_twolevel.recrawl.publish_time import extract_publish_time, parse_time
 
+pytestmark = pytest.mark.unit
+
 T = datetime(2026, 11, 23, 13, 5, tzinfo=UTC).timestamp()  # 13:05 UTC
 
 

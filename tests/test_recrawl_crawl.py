@@ -8,14 +8,15 @@ spans a simulated day and its night.
 from __future__ import annotations
 
 import math
-import os
 import re
 import sqlite3
-import subprocess
 import sys
 import time
 from pathlib import Path
 
+import pytest
+from crawl_helpers import scrapy_in_project
+from helpers import record_archive
 from scrapy.settings import Settings
 
 from scrapy_twolevel.config import RecrawlConfig
@@ -24,12 +25,12 @@ from scrapy_twolevel.recrawl.clock import ScaledClock
 from scrapy_twolevel.storage.model_store import load_model
 from scrapy_twolevel.storage.recrawl_history import HistoryStore
 from scrapy_twolevel.testweb.news import (
-    DEFAULT_SECTIONS,
     PROFILES,
     NewsSite,
-    parse_sections,
     seed_key_for,
 )
+
+pytestmark = pytest.mark.crawl
 
 PROJECT = Path(__file__).parents[1] / "example_project"
 sys.path.insert(0, str(PROJECT))
@@ -37,17 +38,6 @@ from example_project.spiders.news import NewsSpider  # noqa: E402
 
 SCALE = 3600.0
 DAY = 86400.0
-
-
-def scrapy(*args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(Path(sys.executable).with_name("scrapy")), *args],
-        cwd=PROJECT,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=dict(os.environ),
-    )
 
 
 def stat(log: str, name: str) -> int | None:
@@ -87,14 +77,14 @@ def test_refetches_follow_the_rhythm_learned_by_scrapy_recrawl_train(tmp_path: P
     # would take six real minutes).
     site = write_archive(history_path, clock, days=14)
 
-    train = scrapy("recrawl", "train", "news", *common)
+    train = scrapy_in_project("recrawl", "train", "news", *common)
     assert train.returncode == 0, train.stdout + train.stderr[-3000:]
     assert "model saved to" in train.stdout
     for section in site.sections:
         assert re.search(rf"^{seed_key_for(section)}\s+seed\s+\d+", train.stdout, re.M), (
             train.stdout
         )
-    report = scrapy("recrawl", "report", "news", *common)
+    report = scrapy_in_project("recrawl", "report", "news", *common)
     assert report.returncode == 0, report.stderr[-3000:]
     assert train.stdout.split("\n\n", 1)[1].strip() == report.stdout.split("\n\n", 1)[1].strip()
 
@@ -103,7 +93,7 @@ def test_refetches_follow_the_rhythm_learned_by_scrapy_recrawl_train(tmp_path: P
     model = history_path.with_name("recrawl-model.json")
     assert model.exists()
     started = clock()
-    crawl = scrapy("crawl", "news", *common, "-s", "TWOLEVEL_RECRAWL_DURATION=30")
+    crawl = scrapy_in_project("crawl", "news", *common, "-s", "TWOLEVEL_RECRAWL_DURATION=30")
     assert crawl.returncode == 0, crawl.stderr[-3000:]
     log = crawl.stderr
     assert "Recrawl: model of 2 seed keys" in log, log[-3000:]
@@ -163,7 +153,7 @@ def test_with_jobdir_the_plans_and_history_survive_a_restart(tmp_path: Path) -> 
         "-s", f"TWOLEVEL_RECRAWL_TIME_ORIGIN={time.time()}",
         "-s", "TWOLEVEL_RECRAWL_DURATION=4",
     ]  # fmt: skip
-    first = scrapy("crawl", "news", *common)
+    first = scrapy_in_project("crawl", "news", *common)
     assert first.returncode == 0, first.stderr[-3000:]
     assert stat(first.stderr, "twolevel/recrawl/seed_requests") == 2
     history_path = jobdir / "twolevel" / "recrawl.sqlite3"
@@ -174,7 +164,7 @@ def test_with_jobdir_the_plans_and_history_survive_a_restart(tmp_path: Path) -> 
     assert plans == [("news/day",), ("news/night",)]
     assert fetches_first >= 2
 
-    second = scrapy("crawl", "news", *common)
+    second = scrapy_in_project("crawl", "news", *common)
     assert second.returncode == 0, second.stderr[-3000:]
     log = second.stderr
     # The start requests were seen in the first run; the seeds come back from their plans.
@@ -191,7 +181,7 @@ def test_with_jobdir_the_plans_and_history_survive_a_restart(tmp_path: Path) -> 
 def test_recrawl_without_the_seed_middleware_stops_with_one_clear_message(
     tmp_path: Path,
 ) -> None:
-    proc = scrapy(
+    proc = scrapy_in_project(
         "crawl", "news",
         "-s", f"TWOLEVEL_RECRAWL_HISTORY={tmp_path / 'h.sqlite3'}",
         "-s", 'SPIDER_MIDDLEWARES={"scrapy_twolevel.seeds.SeedMiddleware": null}',
@@ -210,25 +200,13 @@ def write_archive(path: Path, clock: ScaledClock, days: float) -> NewsSite:
     return site
 
 
-def record_archive(history, clock: ScaledClock, days: float) -> NewsSite:
-    """:func:`write_archive` into any history store (the file's, or Redis's)."""
-    site = NewsSite(parse_sections(DEFAULT_SECTIONS), clock, seed=0)
-    until = clock()
-    for section in site.sections:
-        for t in site.articles(section, until - days * DAY, until):
-            url = f"http://archive.test/{section}/{t}"
-            history.record_article(url, seed_key_for(section), t, None)
-            history.record_published(url, t)
-    return site
-
-
 def test_retraining_during_a_long_crawl_saves_a_model_the_crawl_then_uses(
     tmp_path: Path,
 ) -> None:
     origin = time.time()
     history_path = tmp_path / "recrawl.sqlite3"
     write_archive(history_path, ScaledClock(SCALE, origin), days=10)
-    crawl = scrapy(
+    crawl = scrapy_in_project(
         "crawl", "news",
         "-s", f"TWOLEVEL_RECRAWL_TIME_ORIGIN={origin}",
         "-s", f"TWOLEVEL_RECRAWL_HISTORY={history_path}",
@@ -252,7 +230,7 @@ def test_retraining_during_a_long_crawl_saves_a_model_the_crawl_then_uses(
 
 
 def test_a_failing_seed_is_retried_later_and_never_dropped(tmp_path: Path) -> None:
-    crawl = scrapy(
+    crawl = scrapy_in_project(
         "crawl", "news",
         "-s", f"TWOLEVEL_RECRAWL_TIME_ORIGIN={time.time()}",
         "-s", f"TWOLEVEL_RECRAWL_HISTORY={tmp_path / 'h.sqlite3'}",
@@ -281,10 +259,10 @@ def test_without_jobdir_a_new_crawl_keeps_the_history_but_not_the_plans(tmp_path
         "-s", f"TWOLEVEL_RECRAWL_HISTORY={tmp_path / 'h.sqlite3'}",
         "-s", "TWOLEVEL_RECRAWL_DURATION=3",
     ]  # fmt: skip
-    first = scrapy("crawl", "news", *common)
+    first = scrapy_in_project("crawl", "news", *common)
     assert first.returncode == 0, first.stderr[-3000:]
     # The second crawl serves the site on another port: an old plan would name the old one.
-    second = scrapy("crawl", "news", *common)
+    second = scrapy_in_project("crawl", "news", *common)
     assert second.returncode == 0, second.stderr[-3000:]
     log = second.stderr
     assert stat(log, "twolevel/recrawl/plans_resumed") is None

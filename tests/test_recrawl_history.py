@@ -18,6 +18,8 @@ from scrapy_twolevel.recrawl.publish_time import extract_publish_time
 from scrapy_twolevel.storage.recrawl_history import FORMAT, HistoryStore
 from scrapy_twolevel.testweb.news import NewsSite, Section, parse_sections
 
+pytestmark = pytest.mark.unit
+
 
 def test_history_round_trip_and_midpoint_events(tmp_path: Path) -> None:
     path = tmp_path / "h.sqlite3"

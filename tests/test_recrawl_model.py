@@ -18,6 +18,8 @@ from scrapy_twolevel.recrawl.model import (
 )
 from scrapy_twolevel.recrawl.samples import build_samples
 
+pytestmark = pytest.mark.unit
+
 HOUR = 3600.0
 DAY = 86400.0
 MONDAY = 1704067200.0  # 2024-01-01 00:00 UTC

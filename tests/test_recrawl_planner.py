@@ -9,8 +9,11 @@ from collections.abc import Callable
 
 import numpy as np
 import pytest
+from helpers import FakeClock
 
 from scrapy_twolevel.recrawl.planner import RecrawlPlanner, fetches_per_day, solve_theta
+
+pytestmark = pytest.mark.unit
 
 HOUR = 3600.0
 DAY = 86400.0
@@ -33,14 +36,6 @@ class Rates:
 
     def seeds(self) -> list[str]:
         return list(self.rates)
-
-
-class FakeClock:
-    def __init__(self, now: float) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def planner(predictor, **kwargs) -> RecrawlPlanner:

@@ -21,6 +21,8 @@ from scrapy_twolevel.recrawl.samples import (
     window,
 )
 
+pytestmark = pytest.mark.unit
+
 HOUR = 3600.0
 DAY = 86400.0
 #: Monday 2024-01-01 00:00 UTC.

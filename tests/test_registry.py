@@ -9,6 +9,8 @@ import redis
 
 from scrapy_twolevel.distributed.registry import NotAMember, Registry
 
+pytestmark = pytest.mark.redis
+
 
 def node(redis_crawl: tuple[redis.Redis, str], name: str, **kwargs) -> Registry:
     client, crawl_id = redis_crawl
@@ -168,7 +170,7 @@ def test_a_connection_lost_in_the_middle_of_a_change_raises_instead_of_looping(t
     change took it for contention and retried at once, for ever while Redis was away
     (a node joining while its connections were killed hung with nothing in its log). It
     is a connection error now, which the node's retries and warnings handle."""
-    from test_distributed_crawl import start_private_redis
+    from helpers import start_private_redis
 
     proc, killer = start_private_redis(tmp_path / "redis")
     try:

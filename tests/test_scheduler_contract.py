@@ -9,7 +9,8 @@ import json
 import sqlite3
 
 import pytest
-from scrapy import Request, Spider, signals
+from helpers import MIDDLEWARE, ContractSpider, create_scheduler, dequeue_all, finish
+from scrapy import Request
 from scrapy.utils.test import get_crawler
 
 from scrapy_twolevel.errors import StateError
@@ -17,47 +18,7 @@ from scrapy_twolevel.frontier import Measurement
 from scrapy_twolevel.meta import HOST as HOST_META_KEY
 from scrapy_twolevel.scheduler import TwoLevelScheduler
 
-MIDDLEWARE = {"scrapy_twolevel.middleware.HostMetricsMiddleware": 950}
-
-
-class ContractSpider(Spider):
-    name = "contract"
-
-    def parse(self, response):
-        pass
-
-
-def create_scheduler(settings=None, jobdir=None):
-    settings = {"DOWNLOADER_MIDDLEWARES": MIDDLEWARE, **(settings or {})}
-    if jobdir is not None:
-        settings["JOBDIR"] = str(jobdir)
-    crawler = get_crawler(ContractSpider, settings)
-    spider = ContractSpider.from_crawler(crawler)
-    crawler.spider = spider
-    scheduler = TwoLevelScheduler.from_crawler(crawler)
-    scheduler.open(spider)
-    return scheduler, crawler
-
-
-def finish(scheduler, crawler, request):
-    """What Scrapy signals and the middleware reports when a request is done, in Scrapy's
-    order."""
-    crawler.signals.send_catch_log(
-        signals.request_left_downloader, request=request, spider=crawler.spider
-    )
-    scheduler.measured(request, None)
-
-
-def dequeue_all(scheduler, crawler):
-    """Dequeue everything, finishing each request as the downloader would."""
-    out = []
-    while scheduler.has_pending_requests():
-        request = scheduler.next_request()
-        assert request is not None, "idle hosts with pending work must hand out a request"
-        out.append(request)
-        finish(scheduler, crawler, request)
-    return out
-
+pytestmark = pytest.mark.glue
 
 URLS = [f"http://h{i % 3}.example/{i}" for i in range(12)]
 

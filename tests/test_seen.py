@@ -31,6 +31,8 @@ from scrapy_twolevel.seen.fingerprints import UrlKeyMemo, key_function
 from scrapy_twolevel.seen.seen_set import MIGRATE_CHUNK, MemorySeenStore, SeenSet
 from scrapy_twolevel.storage.sqlite import SqliteStore
 
+pytestmark = pytest.mark.unit
+
 
 def key(i: int) -> bytes:
     return hashlib.sha1(str(i).encode()).digest()[:16]

@@ -9,6 +9,8 @@ import redis
 
 from scrapy_twolevel.distributed.seen_log import SeenLog, worth_compacting
 
+pytestmark = pytest.mark.redis
+
 
 @pytest.fixture
 def log(redis_crawl: tuple[redis.Redis, str]) -> SeenLog:

@@ -27,6 +27,8 @@ from scrapy_twolevel.testweb.sim.des import (
 from scrapy_twolevel.testweb.sim.webgen import generate_paper_web, pagerank, web_stats
 from scrapy_twolevel.testweb.web import HostSpec, PageSpec, WebSpec, host_address, page_path
 
+pytestmark = pytest.mark.unit
+
 ROOT = Path(__file__).resolve().parent.parent
 
 D = 0.85

@@ -13,11 +13,12 @@ from pathlib import Path
 
 import pytest
 import scrapy
+from crawl_helpers import CASCADE, last_line
+
+pytestmark = pytest.mark.crawl
 
 PROJECT = Path(__file__).parents[1] / "example_project"
 SMALL_WEB = ["-s", "TWOLEVEL_TESTWEB_HOSTS=3", "-s", "TWOLEVEL_TESTWEB_PAGES_PER_HOST=3"]
-#: What the cascades used to end with, or put in the middle, before the real message.
-CASCADE = ("Engine slot not assigned", "DispatcherKeyError", "Scraper slot not assigned")
 
 
 def scrapy_crawl(*args: str) -> subprocess.CompletedProcess[str]:
@@ -29,10 +30,6 @@ def scrapy_crawl(*args: str) -> subprocess.CompletedProcess[str]:
         text=True,
         timeout=120,
     )
-
-
-def last_line(text: str) -> str:
-    return [line for line in text.splitlines() if line.strip()][-1]
 
 
 @pytest.mark.parametrize(
@@ -143,30 +140,4 @@ def test_topics_without_their_middleware_name_it():
     tail = proc.stderr[-600:]
     assert "TWOLEVEL_TOPICS needs the topic middleware" in tail
     assert '"scrapy_twolevel.topics.TopicMiddleware": 960' in tail
-    assert not any(word in proc.stderr for word in CASCADE), proc.stderr[-3000:]
-
-
-def test_a_redis_that_evicts_keys_when_full_is_refused(tmp_path):
-    """An evicted queue or seen log loses pages without a trace, and volatile-* policies
-    evict the nodes' heartbeat keys first: a private Redis (the shared one serves other
-    tests) with a memory cap and an evicting policy stops the crawl before it starts."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    args = ["--port", str(port), "--bind", "127.0.0.1", "--dir", str(tmp_path)]
-    args += ["--save", "", "--maxmemory", "100mb", "--maxmemory-policy", "volatile-lru"]
-    server = subprocess.Popen(["redis-server", *args], stdout=subprocess.DEVNULL)
-    try:
-        import redis
-        from test_distributed_crawl import _pings, wait_until
-
-        client = redis.Redis(port=port)
-        wait_until(lambda: _pings(client), "the private Redis to start")
-        proc = scrapy_crawl("-s", f"TWOLEVEL_REDIS_URL=redis://127.0.0.1:{port}/0")
-    finally:
-        server.kill()
-        server.wait()
-    assert proc.returncode != 0
-    assert "evicts keys when full" in last_line(proc.stderr)
-    assert "maxmemory-policy volatile-lru" in last_line(proc.stderr)
     assert not any(word in proc.stderr for word in CASCADE), proc.stderr[-3000:]

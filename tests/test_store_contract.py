@@ -5,6 +5,7 @@ from __future__ import annotations
 import sqlite3
 
 import pytest
+from helpers import FakeClock
 
 from scrapy_twolevel.errors import ShapeMismatch, StateError
 from scrapy_twolevel.frontier import (
@@ -14,6 +15,8 @@ from scrapy_twolevel.frontier import (
     TwoLevelFrontier,
 )
 from scrapy_twolevel.storage.sqlite import SqliteStore
+
+pytestmark = pytest.mark.unit
 
 
 class MemoryBackend:
@@ -210,14 +213,6 @@ def test_disk_frontier_keeps_pending_items_out_of_python_memory(tmp_path):
     # for allocator slack and the ranking heap.
     assert after - before < 400_000
     store.close()
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def _committed_rows(path):

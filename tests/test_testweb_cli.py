@@ -11,6 +11,8 @@ import pytest
 
 from scrapy_twolevel.testweb.__main__ import build_parser
 
+pytestmark = pytest.mark.glue
+
 DOCS = Path(__file__).parents[1] / "docs" / "testweb.rst"
 
 

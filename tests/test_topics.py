@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 
 import pytest
+from helpers import FakeClock
 
 from scrapy_twolevel.frontier import BreadthFirst, CostParams, Measurement, TwoLevelFrontier
 from scrapy_twolevel.frontier.topic_frontier import (
@@ -18,13 +19,7 @@ from scrapy_twolevel.frontier.topic_frontier import (
     topic_lane,
 )
 
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
+pytestmark = pytest.mark.unit
 
 
 def serve(selector: TopicSelector, ready: set[str], n: int) -> list[str]:
@@ -38,14 +33,14 @@ def serve(selector: TopicSelector, ready: set[str], n: int) -> list[str]:
 
 
 def test_round_robin_slices_within_a_class():
-    selector = TopicSelector([TopicSpec("a", slice=3), TopicSpec("b", slice=2)], Clock())
+    selector = TopicSelector([TopicSpec("a", slice=3), TopicSpec("b", slice=2)], FakeClock())
     assert serve(selector, {"a", "b"}, 10) == list("aaabbaaabb")
     assert selector.state["a"].turns == 2 and selector.state["b"].turns == 2
     assert selector.state["a"].pages == 6
 
 
 def test_a_topic_that_cannot_serve_is_skipped_and_the_next_is_charged():
-    selector = TopicSelector([TopicSpec("a", slice=3), TopicSpec("b", slice=2)], Clock())
+    selector = TopicSelector([TopicSpec("a", slice=3), TopicSpec("b", slice=2)], FakeClock())
     assert serve(selector, {"b"}, 3) == list("bbb")  # a has nothing ready
     assert selector.state["b"].turns == 1 and selector.state["b"].remaining == 1
     assert selector.state["a"].remaining == 3  # not charged
@@ -53,7 +48,7 @@ def test_a_topic_that_cannot_serve_is_skipped_and_the_next_is_charged():
 
 def test_higher_class_preempts_and_the_preempted_topic_resumes_its_slice():
     selector = TopicSelector(
-        [TopicSpec("low", priority=2, slice=4), TopicSpec("high", priority=1, slice=2)], Clock()
+        [TopicSpec("low", priority=2, slice=4), TopicSpec("high", priority=1, slice=2)], FakeClock()
     )
     assert serve(selector, {"low"}, 2) == ["low", "low"]
     # High gets work: it is served first, at once, and the running low topic is preempted.
@@ -66,7 +61,7 @@ def test_higher_class_preempts_and_the_preempted_topic_resumes_its_slice():
 
 
 def test_quota_met_shrinks_the_slice_until_the_period_ends():
-    clock = Clock()
+    clock = FakeClock()
     selector = TopicSelector(
         [TopicSpec("busy", slice=8, quota=2, period=10.0), TopicSpec("other", slice=8)], clock
     )
@@ -83,14 +78,14 @@ def test_quota_met_shrinks_the_slice_until_the_period_ends():
 
 
 def test_state_round_trips_through_its_dict():
-    clock = Clock()
+    clock = FakeClock()
     specs = [TopicSpec("a", slice=3, quota=1, period=100), TopicSpec("b", slice=5)]
     selector = TopicSelector(specs, clock)
     serve(selector, {"a", "b"}, 4)
     selector.relevant("a")
     clock.now = 30.0
     saved = selector.to_dict()
-    restored = TopicSelector(specs, Clock())
+    restored = TopicSelector(specs, FakeClock())
     restored.restore(saved)
     assert list(restored.order()) == list(selector.order())
     for name in ("a", "b"):
@@ -123,7 +118,7 @@ def test_parse_topics_defaults_and_errors():
 
 
 def frontier_for(specs):
-    selector = TopicSelector(specs, Clock())
+    selector = TopicSelector(specs, FakeClock())
     return TopicFrontier.build(
         selector,
         lambda name, lock, sequence: TwoLevelFrontier(
@@ -170,7 +165,7 @@ def urgent_and_bulk(clock, max_open_hosts=None):
 def test_a_hosts_gap_holds_in_every_topic():
     """A host's Crawl-delay (2 s) after a response in one topic: another topic's request
     for the same host used to go at once, as soon as the first topic's session ended."""
-    clock = Clock()
+    clock = FakeClock()
     frontier = urgent_and_bulk(clock)
     frontier.set_min_gap("h.example", 2.0)
     for i in range(2):
@@ -201,7 +196,7 @@ def test_an_urgent_host_out_of_its_gap_is_served_before_any_lower_topic():
     """What the urgent topic waits for is its own hosts' gaps, never the lower topics:
     the moment its host's Crawl-delay has passed, the next place is the urgent topic's,
     whatever the lower topics have queued (issue 32's urgent-topic check)."""
-    clock = Clock()
+    clock = FakeClock()
     frontier = urgent_and_bulk(clock, max_open_hosts=2)
     frontier.set_min_gap("u.example", 1.0)
     for i in range(2):

@@ -7,9 +7,12 @@ import itertools
 import json
 from collections import Counter
 
+import pytest
 from crawl_helpers import crawl, crawl_process, free_port
 
 from scrapy_twolevel.testweb.web import HostProfile, generate_web, host_address
+
+pytestmark = pytest.mark.crawl
 
 TOPICS = {"small": {"slice": 4}, "big": {"slice": 4}, "slow": {"slice": 4}}
 SIZES = {"small": 1, "big": 6, "slow": 2}  # hosts per topic
