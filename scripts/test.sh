@@ -31,6 +31,7 @@ if [ $# -eq 0 ]; then
   LOWEST_INSTALL=$!
 fi
 .venv/bin/ruff check .
+.venv/bin/ruff format --check .
 .venv/bin/mypy  # strict over the package (setup.cfg [mypy])
 .venv/bin/python -m sphinx -W -q -b html docs docs/_build/html
 .venv/bin/python -m pytest -q -n "$JOBS" --durations=25 "$@"
