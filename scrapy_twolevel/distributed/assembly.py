@@ -13,7 +13,6 @@ from collections import Counter
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
-from ..codec import decode_request, encode_request
 from ..glue.outcomes import Outcomes
 from ..glue.parts import Parts
 from ..glue.seed_planner import close_seed_planner, open_seed_planner
@@ -94,9 +93,7 @@ def assemble_cluster(
         history, model = recrawl_stores(redis, crawl_id, config.buckets, intake, codec, reporter)
         seeds = open_seed_planner(
             crawler,
-            spider.name,
-            encode=lambda request: encode_request(request, spider),
-            decode=lambda data: decode_request(data, spider),
+            spider,
             enqueue=enqueue,
             inflight=inflight,
             shared=(history, model),

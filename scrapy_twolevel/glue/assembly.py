@@ -27,7 +27,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from ..codec import decode_request, encode_request
 from ..frontier import Frontier, TwoLevelFrontier
 from ..frontier.topic_frontier import TopicFrontier, topic_lane
 from .admission import LocalAdmission
@@ -100,9 +99,7 @@ def assemble(
     try:
         seeds = open_seed_planner(
             crawler,
-            spider.name,
-            encode=lambda request: encode_request(request, spider),
-            decode=lambda data: decode_request(data, spider),
+            spider,
             enqueue=enqueue,
             inflight=inflight,
         )

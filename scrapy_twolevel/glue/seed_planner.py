@@ -60,6 +60,7 @@ from scrapy.utils.project import data_path
 
 from .. import meta as meta_keys
 from .._engine import peek_meta, wake_engine
+from ..codec import decode_request, encode_request
 from ..config import RecrawlConfig
 from ..errors import StateError
 from ..recrawl.clock import ScaledClock
@@ -73,7 +74,7 @@ from ..storage.recrawl_history import HistoryStore
 from .timers import Alarm, Timer
 
 if TYPE_CHECKING:
-    from scrapy import Request
+    from scrapy import Request, Spider
     from scrapy.crawler import Crawler
     from scrapy.http import Response
     from scrapy.settings import BaseSettings
@@ -553,19 +554,26 @@ class SeedPlanner:
 
 def open_seed_planner(
     crawler: Crawler,
-    spider_name: str,
+    spider: Spider,
     *,
-    encode: Callable[[Request], bytes],
-    decode: Callable[[bytes], Request],
     enqueue: Callable[[Request], bool],
     inflight: InFlight,
     shared: tuple[RedisHistoryStore, ModelStore] | None = None,
 ) -> SeedPlanner | None:
-    """The scheduler's seed planner, or ``None`` when ``TWOLEVEL_RECRAWL`` is off.
+    """The scheduler's seed planner, or ``None`` when ``TWOLEVEL_RECRAWL`` is off. Its plans
+    keep their requests encoded for ``spider`` (:mod:`scrapy_twolevel.codec`).
 
     ``shared``: the history and model of a distributed crawl, in Redis (the plans then
     come with the buckets the node takes); else both are files (:func:`recrawl_paths`).
     """
+    spider_name = spider.name
+
+    def encode(request: Request) -> bytes:
+        return encode_request(request, spider)
+
+    def decode(data: bytes) -> Request:
+        return decode_request(data, spider)
+
     config = RecrawlConfig.from_settings(crawler.settings)
     if not config.enabled:
         return None
