@@ -22,8 +22,8 @@ Method (also written into the results):
   (a resume, timed) and dequeue from the reopened one.
 - Dequeue: CPU time of ``next_request()`` until it returns ``None`` / requests dequeued.
   ``TwoLevelScheduler`` hands out one request per host at a time, so after each request
-  the benchmark calls ``scheduler._request_done(request)`` (its
-  ``request_left_downloader`` handler, called directly: stock Scrapy pays the signal
+  the benchmark calls ``scheduler.outcomes.request_done(request)`` (what its
+  ``request_left_downloader`` handler does, called directly: stock Scrapy pays the signal
   dispatch too) and counts it in the dequeue time. A variant that would take longer than
   ``--dequeue-cap`` CPU seconds is stopped there: its per-request figure is over the first
   requests dequeued (the table says how many).
@@ -208,7 +208,7 @@ def open_scheduler(crawler: Any, spider: Any) -> Any:
 def drain(scheduler: Any, ours: bool, limit: int, cap_s: float) -> tuple[int, float, float]:
     """Dequeue until empty, ``limit`` requests, or ``cap_s`` CPU seconds; (count, cpu, wall)."""
     next_request = scheduler.next_request
-    left: Callable[[Any], None] | None = scheduler._request_done if ours else None
+    left: Callable[[Any], None] | None = scheduler.outcomes.request_done if ours else None
     count = 0
     cpu0, wall0 = time.process_time(), time.perf_counter()
     empty = False
@@ -711,8 +711,8 @@ def method_notes(cap_s: float) -> list[str]:
         "Disk per pending request = bytes allocated under JOBDIR (st_blocks x 512) / N, with "
         "the scheduler open after the enqueue and after close(); JOBDIR variants are then "
         "reopened (resume, timed) and dequeued from the reopened scheduler.",
-        "TwoLevelScheduler dequeue time includes scheduler._request_done(request) after each "
-        "request (its request_left_downloader handler, called directly).",
+        "TwoLevelScheduler dequeue time includes scheduler.outcomes.request_done(request) "
+        "after each request (its request_left_downloader handler, called directly).",
         f"Dequeue is stopped after {cap_s:g} CPU seconds: '(capped)' rows give µs/request over "
         "the first requests dequeued.",
         "A real ExecutionEngine is built (not started) so DownloaderAwarePriorityQueue sees "

@@ -1,0 +1,45 @@
+"""The maintained benchmarks still run against the package (a smoke run each, in a
+subprocess; no test imports a benchmark). Their figures are judged from committed runs,
+not here: these only fail when a benchmark no longer runs (it reached into an internal
+that moved, say)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.glue
+
+BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
+
+
+def run(script: str, *args: str) -> str:
+    proc = subprocess.run(
+        [sys.executable, str(BENCHMARKS / script), *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc.stdout
+
+
+@pytest.mark.parametrize("variant", ["twolevel-cc-mem", "twolevel-cc-disk", "stock-spq-mem"])
+def test_scheduler_overhead_profiles_one_small_configuration(variant, tmp_path):
+    """Enqueue and drain 2,000 requests over 20 hosts (the drain finishes each request as
+    the benchmark documents)."""
+    out = run(
+        "scheduler_overhead.py",
+        *("--profile", variant, "--n", "2000", "--hosts", "20", "--out-dir", str(tmp_path)),
+    )
+    assert "function calls" in out  # cProfile's report of the run
+    assert (tmp_path / f"profile_{variant}_2000_20.txt").exists()
+
+
+def test_the_efficiency_simulation_runs_its_quick_size():
+    out = run("efficiency_sim.py", "--quick")  # prints, writes nothing
+    assert "crawl-capability" in out
