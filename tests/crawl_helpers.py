@@ -331,8 +331,8 @@ class InternalsProbe:
 
 class PoolKeyProbe:
     """Downloader middleware: counts responses (``probe/pool_direct``) for which Scrapy's
-    connection pool holds an idle connection under ``(scheme, host, port, None)``, the key
-    ``_engine.pooled_connections`` looks up first."""
+    connection pool holds an idle connection under ``(scheme, host, port, bind address)``, the
+    key ``_engine.pooled_connections`` looks up first."""
 
     def __init__(self, crawler):
         self.crawler = crawler
@@ -348,8 +348,11 @@ class PoolKeyProbe:
         pool = handlers["http"]._pool._connections
         parts = urlsplit(request.url)
         server = (b"http", parts.hostname.encode(), parts.port or 80)
-        # Scrapy 2.19 adds the bind address (None) to Twisted's key; before, none.
-        if pool.get((*server, None)) or pool.get(server):
+        # Scrapy 2.19 adds the bind address ((host, 0) for DOWNLOAD_BIND_ADDRESS's string,
+        # or None) to Twisted's key; before, none.
+        bind = self.crawler.settings.get("DOWNLOAD_BIND_ADDRESS")
+        bind = (bind, 0) if isinstance(bind, str) else bind
+        if pool.get((*server, bind)) or pool.get(server):
             self.crawler.stats.inc_value("probe/pool_direct")
         return response
 
