@@ -11,10 +11,15 @@ from scrapy_twolevel.errors import ShapeMismatch, StateError
 from scrapy_twolevel.frontier import (
     CostParams,
     CrawlCapability,
+    Measurement,
     QualityHostQueue,
     TwoLevelFrontier,
 )
 from scrapy_twolevel.storage.sqlite import SqliteStore
+
+PAGE = Measurement(
+    latency=0.01, new_connection=False, served_on_connection=2, closed_by_server=False
+)
 
 pytestmark = pytest.mark.unit
 
@@ -82,6 +87,46 @@ def test_head_sum_tracks_pushes_pops_and_head_size(backend):
     assert q.head_sum() == 6.0
     q.set_head_size(3)
     assert q.head_sum() == 7.0
+
+
+def test_clear_empties_the_queue_and_returns_what_the_store_must_be_told(backend):
+    q = backend.queue("h")
+    for seq in range(5):
+        q.push(float(seq), seq, f"{seq}".encode())
+    kept = object()  # not encodable: kept in memory even on disk
+    q.push(9.0, 5, kept)
+    cleared = q.clear()
+    assert len(q) == 0 and q.pop is not None
+    assert q.best_quality() == 0.0 and q.head_sum() == 0.0
+    if isinstance(backend, SqliteBackend):
+        assert cleared == [kept]  # the rows went in the file
+    else:
+        assert cleared == [kept, b"4", b"3", b"2", b"1", b"0"]  # best first, as popped
+    assert len(backend.queue("other")) == 0
+
+
+def test_a_host_given_up_on_disk_loses_its_rows_in_one_statement(tmp_path):
+    """Row by row (a lease, then a delete, per row) a host with a million queued URLs held
+    the reactor for seconds. Here a host with a budget of one page gives it."""
+    store = SqliteStore(tmp_path / "f.sqlite3")
+    f = TwoLevelFrontier(
+        CrawlCapability(), CostParams(), 2, queue_factory=store.queue, budget=lambda host: 1
+    )
+    for i in range(200):
+        f.push("h", float(i), f"{i}".encode())
+    f.push("other", 1.0, b"o")
+    lane, _ = f.pop()
+    assert lane == "h"
+    statements = []
+    store.db.set_trace_callback(statements.append)
+    f.observe("h", PAGE)  # its one page: given up, its 199 queued rows dropped
+    store.db.set_trace_callback(None)
+    writes = [s for s in statements if s.split()[0] in ("DELETE", "UPDATE", "INSERT")]
+    assert len(writes) == 1 and writes[0].startswith("DELETE FROM requests WHERE host=")
+    assert len(f) == 1 and f.hosts_at_budget == 1 and f.dropped_budget == 199
+    store.commit()
+    assert dict(store.stored_hosts()) == {"other": 1}
+    store.close()
 
 
 def test_sqlite_queue_survives_reopen(tmp_path):

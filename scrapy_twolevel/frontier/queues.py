@@ -37,7 +37,19 @@ class HostQueue(Protocol):
 
     def set_head_size(self, size: int) -> None: ...
 
+    def clear(self) -> list[Any]:
+        """Empty the queue (its host was given up); the items that must be told to the
+        request store (all of them in memory; on disk only those kept in memory: the rows
+        go in one statement)."""
+        ...
+
     def close(self) -> None: ...
+
+
+def pop_all(queue: HostQueue) -> list[Any]:
+    """Every item of ``queue``, popped in order: :meth:`HostQueue.clear` of the memory
+    queues."""
+    return [queue.pop() for _ in range(len(queue))]
 
 
 class FifoHostQueue:
@@ -83,6 +95,9 @@ class FifoHostQueue:
 
     def set_head_size(self, size: int) -> None:
         self._head_size = max(1, size)
+
+    def clear(self) -> list[Any]:
+        return pop_all(self)
 
     def close(self) -> None:
         self._items.clear()
@@ -265,6 +280,9 @@ class QualityHostQueue:
             if offset >= stop:
                 break
         return total
+
+    def clear(self) -> list[Any]:
+        return pop_all(self)
 
     def close(self) -> None:
         self._qs.clear()

@@ -67,7 +67,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ShapeMismatch, StateError, StoreUnavailable
-from ..frontier.queues import FifoHostQueue, HostQueue, QualityHostQueue
+from ..frontier.queues import FifoHostQueue, HostQueue, QualityHostQueue, pop_all
 from .sqlite_seen import SqliteSeenStore
 
 #: Format marker stored in the file; bump when the schema changes.
@@ -556,6 +556,18 @@ class SqliteHostQueue:
 
     def __len__(self) -> int:
         return self._len + (len(self._mem) if self._mem is not None else 0)
+
+    def clear(self) -> list[Any]:
+        """Its host was given up: every row goes in one statement (one by one, a host of a
+        million rows held the reactor for seconds); those kept in memory are returned."""
+        kept = [] if self._mem is None else pop_all(self._mem)
+        if self._len:
+            self._store.write("DELETE FROM requests WHERE host=?", (self._id,))
+            self._store.wrote()
+        self._len = 0
+        self._head_sum = None
+        self._head_last = None
+        return kept
 
     def best_quality(self) -> float:
         if self._mem is not None and len(self._mem):
