@@ -110,6 +110,8 @@ if TYPE_CHECKING:
     from scrapy.signalmanager import SignalManager
     from scrapy.statscollectors import StatsCollector
 
+    from .glue.outcomes import Outcomes
+
 
 class HostMetricsMiddleware:
     """Measure connection time, response time and requests per connection per host."""
@@ -225,6 +227,12 @@ class HostMetricsMiddleware:
                 {"handlers": hidden},
             )
         return middleware
+
+    def _outcomes(self) -> Outcomes | None:
+        """Where the two-level scheduler takes each outcome (``None``: another scheduler,
+        or not open)."""
+        view = self._view()
+        return None if view is None else view.outcomes
 
     def _host(self, request: Request) -> str | None:
         host = request.meta.get(meta_keys.HOST)
@@ -362,9 +370,9 @@ class HostMetricsMiddleware:
 
     def _measured(self, host: str, request: Request, measurement: Measurement | None) -> None:
         """Tell the scheduler, then whoever listens (:data:`~.signals.host_measured`)."""
-        view = self._view()
-        if view is not None:
-            view.measured(request, measurement)
+        outcomes = self._outcomes()
+        if outcomes is not None:
+            outcomes.measured(request, measurement)
         self._signals.send_catch_log(
             host_measured, host=host, measurement=measurement, request=request
         )
@@ -390,8 +398,8 @@ class HostMetricsMiddleware:
         """The server refused the request for now: its host waits, the request goes back."""
         self._stats.inc_value("twolevel/refusals")
         self._stats.inc_value(f"twolevel/refusals/{response.status}")
-        view = self._view()
-        again = view is not None and view.refused(request, host, wait)
+        outcomes = self._outcomes()
+        again = outcomes is not None and outcomes.refused(request, host, wait)
         self._signals.send_catch_log(host_refused, host=host, retry_after=wait, request=request)
         if (
             not self._may_send_again(request, again)  # e.g. the host refuses everything
@@ -422,9 +430,9 @@ class HostMetricsMiddleware:
         delay = robots_crawl_delay(response.body, self._robots_agent)
         if delay is not None:
             self._stats.inc_value("twolevel/crawl_delay_hosts")
-            view = self._view()
-            if view is not None:
-                view.crawl_delay(host, delay)
+            outcomes = self._outcomes()
+            if outcomes is not None:
+                outcomes.crawl_delay(host, delay)
             self._signals.send_catch_log(host_crawl_delay, host=host, delay=delay)
 
     def process_exception(
@@ -458,8 +466,8 @@ class HostMetricsMiddleware:
         timeout = isinstance(exception, TIMEOUTS)
         elapsed, kind = max(0.0, elapsed), failure_kind(exception)
         silent = timeout and meta_keys.FULL_TIMEOUT in request.meta
-        view = self._view()
-        backed_off = view is not None and view.failed(
+        outcomes = self._outcomes()
+        backed_off = outcomes is not None and outcomes.failed(
             request, elapsed=elapsed, timeout=timeout, kind=kind, repeat=repeat, silent=silent
         )
         self._signals.send_catch_log(

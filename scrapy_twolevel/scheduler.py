@@ -80,7 +80,6 @@ if TYPE_CHECKING:
     from scrapy.dupefilters import BaseDupeFilter
     from scrapy.statscollectors import StatsCollector
 
-    from .frontier import Measurement
     from .glue.outcomes import Outcomes
     from .glue.parts import Parts
 
@@ -386,34 +385,9 @@ class TwoLevelScheduler(BaseScheduler):
 
     @property
     def outcomes(self) -> Outcomes | None:
+        """Each handed-out request's outcome, as the middleware reports it (``None`` when
+        closed)."""
         return None if self.parts is None else self.parts.outcomes
-
-    def measured(self, request: Request, measurement: Measurement | None) -> None:
-        if self.outcomes is not None:
-            self.outcomes.measured(request, measurement)
-
-    def failed(
-        self,
-        request: Request,
-        *,
-        elapsed: float,
-        timeout: bool,
-        kind: str,
-        repeat: bool,
-        silent: bool,
-    ) -> bool:
-        if self.outcomes is None:
-            return False
-        return self.outcomes.failed(
-            request, elapsed=elapsed, timeout=timeout, kind=kind, repeat=repeat, silent=silent
-        )
-
-    def refused(self, request: Request, host: str, retry_after: float | None) -> bool:
-        return self.outcomes is not None and self.outcomes.refused(request, host, retry_after)
-
-    def crawl_delay(self, host: str, delay: float) -> None:
-        if self.outcomes is not None:
-            self.outcomes.crawl_delay(host, delay)
 
     # -- signals --------------------------------------------------------------------
 

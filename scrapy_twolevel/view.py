@@ -4,10 +4,10 @@ Scrapy builds middlewares and extensions before the scheduler and hands them no 
 to it, so they look it up when they need it: :func:`view_of` gives the open
 :class:`~scrapy_twolevel.scheduler.TwoLevelScheduler` as a :class:`CrawlView` (``None``
 under another scheduler, or before it opened). The view is the one way in: the host
-metrics middleware reports each request's outcome through it and reads the scheduler's
-answer from the call (whether to send a request back), the duplicate-links middleware
-asks it whether a link was seen, the live view reads the frontier and the cluster's
-status. Nothing else of the scheduler is an interface.
+metrics middleware reports each request's outcome through it (its ``outcomes``) and
+reads the scheduler's answer from the call (whether to send a request back), the
+duplicate-links middleware asks it whether a link was seen, the live view reads the
+frontier and the cluster's status. Nothing else of the scheduler is an interface.
 """
 
 from __future__ import annotations
@@ -16,12 +16,14 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from ._engine import scheduler_of
+from .scheduler import TwoLevelScheduler
 
 if TYPE_CHECKING:
     from scrapy import Request
     from scrapy.crawler import Crawler
 
-    from .frontier import Frontier, Measurement
+    from .frontier import Frontier
+    from .glue.outcomes import Outcomes
 
 
 class CrawlView(Protocol):
@@ -45,34 +47,16 @@ class CrawlView(Protocol):
         without recording it (a request dropped so is logged as filtered); ``None`` when
         the dupefilter cannot be asked that (not the seen cache, or the distributed mode)."""
 
-    def measured(self, request: Request, measurement: Measurement | None) -> None:
-        """A response to ``request`` came; ``measurement`` is what it tells about its host
-        (``None``: nothing: cached, unmeasured, or an ``IgnoreRequest``)."""
-
-    def failed(
-        self,
-        request: Request,
-        *,
-        elapsed: float,
-        timeout: bool,
-        kind: str,
-        repeat: bool,
-        silent: bool,
-    ) -> bool:
-        """The download of ``request`` failed (see :data:`~.signals.host_failed`); whether
-        its host is backed off (the request is then worth sending back)."""
-
-    def refused(self, request: Request, host: str, retry_after: float | None) -> bool:
-        """The server refused ``request`` for now; whether it is worth sending back."""
-
-    def crawl_delay(self, host: str, delay: float) -> None:
-        """``host``'s robots.txt asks for ``delay`` seconds between requests."""
+    @property
+    def outcomes(self) -> Outcomes | None:
+        """Where each handed-out request's outcome goes (a response's ``Measurement``, a
+        failure, a refusal, a robots.txt ``Crawl-delay``; see
+        :class:`~scrapy_twolevel.glue.outcomes.Outcomes`); its answers say whether a request
+        is worth sending back. ``None`` once closed."""
 
 
 def view_of(crawler: Crawler) -> CrawlView | None:
     """The crawl's open two-level scheduler, ``None`` under another or before it opened."""
-    from .scheduler import TwoLevelScheduler  # the scheduler imports what imports this
-
     scheduler = scheduler_of(crawler)
     # Not isinstance: Scrapy's BaseScheduler metaclass takes any class with the
     # scheduler's three methods (Scrapy's own Scheduler too) for a subclass of it.

@@ -155,7 +155,7 @@ def finish(scheduler, crawler, request):
     crawler.signals.send_catch_log(
         signals.request_left_downloader, request=request, spider=crawler.spider
     )
-    scheduler.measured(request, None)
+    scheduler.outcomes.measured(request, None)
 
 
 def dequeue_all(scheduler, crawler):

@@ -242,7 +242,7 @@ MEASURED = Measurement(
 def test_estimates_the_middleware_reports_update_the_frontier():
     scheduler, crawler = create_scheduler()
     request = hand_out(scheduler, crawler, "http://a.example/1")
-    scheduler.measured(request, MEASURED)
+    scheduler.outcomes.measured(request, MEASURED)
     host = scheduler.frontier.host("a.example")
     est = host.estimate
     # First latency on a new connection, split in the defaults' ratio (0.01 : 0.01).
@@ -260,7 +260,7 @@ def test_a_response_the_scheduler_did_not_hand_out_is_not_a_page_of_its_host():
     assert scheduler.enqueue_request(Request("http://a.example/1"))
     assert scheduler.enqueue_request(Request("http://a.example/2"))
     for path in ("/robots.txt", "/img1.png", "/img2.png"):
-        scheduler.measured(Request(f"http://a.example{path}"), MEASURED)
+        scheduler.outcomes.measured(Request(f"http://a.example{path}"), MEASURED)
     host = scheduler.frontier.host("a.example")
     assert host.fetched == 0 and not host.given_up
     assert host.estimate is scheduler.frontier.host("b.example").estimate  # the prior
@@ -438,13 +438,13 @@ def test_a_resumed_jobdir_crawl_remembers_the_pages_each_host_gave(tmp_path, top
         assert scheduler.enqueue_request(Request(f"http://a.example/{i}"))
     for _ in range(2):  # two pages of a.example, then the crawl stops
         request = scheduler.next_request()
-        scheduler.measured(request, MEASURED)
+        scheduler.outcomes.measured(request, MEASURED)
     scheduler.close("shutdown")
 
     scheduler, crawler = create_scheduler(settings, jobdir=jobdir)
     assert len(scheduler) == 4
     request = scheduler.next_request()  # its third page: its budget
-    scheduler.measured(request, MEASURED)
+    scheduler.outcomes.measured(request, MEASURED)
     assert scheduler.next_request() is None and len(scheduler) == 0
     assert crawler.stats.get_value("twolevel/hosts_at_budget") == 1
     scheduler.close("finished")
