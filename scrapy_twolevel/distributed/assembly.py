@@ -14,8 +14,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
 from ..glue.outcomes import Outcomes
-from ..glue.parts import Parts
-from ..glue.seed_planner import close_seed_planner, open_seed_planner
+from ..glue.parts import Parts, abandon
+from ..glue.seed_planner import open_seed_planner
 from .admission import ClusterAdmission
 from .buckets import bucket_of
 from .connect import connect, default_node_id
@@ -120,7 +120,6 @@ def assemble_cluster(
             counts=counts,
         )
         frontier = make_frontier(store)
-        built = frontier
         admission = ClusterAdmission(
             ownership=ownership,
             store=store,
@@ -153,22 +152,13 @@ def assemble_cluster(
             reporter=reporter,
             messages=ClusterMessages(reporter),
             counts=counts,
-            queued=lambda: len(built),
+            queued=frontier.__len__,
             wake=wake,
             stop=stop,
         )
         sync.join()  # the buckets bring their requests and seed plans
     except Exception:
-        # Refusing to start: release what the frontier and Redis hold, touch no file.
-        if frontier is not None:
-            frontier.close()
-        if sync is not None:
-            sync.abort()
-        else:
-            redis.close()
-        if seeds is not None:
-            close_seed_planner(crawler, seeds)
-        dupefilter.close("shutdown")
+        abandon(crawler, dupefilter, seeds, frontier, sync.abort if sync else redis.close)
         raise
     return Parts(
         cast("BaseDupeFilter", dupefilter), seeds, store, frontier, admission, outcomes, sync

@@ -32,9 +32,9 @@ from ..frontier.topic_frontier import TopicFrontier, topic_lane
 from .admission import LocalAdmission
 from .jobdir import JobdirStore
 from .outcomes import Outcomes
-from .parts import Parts
+from .parts import Parts, abandon
 from .preflight import store_shape
-from .seed_planner import SeedPlanner, close_seed_planner, open_seed_planner
+from .seed_planner import SeedPlanner, open_seed_planner
 from .store import MemoryStore, RequestStore
 
 if TYPE_CHECKING:
@@ -120,14 +120,7 @@ def assemble(
         frontier = build_frontier(config, policy, topics, store, reporter)
         store.restore(frontier)
     except Exception:
-        # Refusing to start: release what the frontier and the store hold, touch no file.
-        if frontier is not None:
-            frontier.close()
-        if store is not None:
-            store.close()
-        if seeds is not None:
-            close_seed_planner(crawler, seeds)
-        dupefilter.close("shutdown")
+        abandon(crawler, dupefilter, seeds, frontier, store.close if store else lambda: None)
         raise
     admission = LocalAdmission(
         dupefilter=dupefilter,

@@ -6,10 +6,15 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .jobdir import JobdirStore
+from .seed_planner import close_seed_planner
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from scrapy.crawler import Crawler
     from scrapy.dupefilters import BaseDupeFilter
 
+    from ..distributed.admission import SeenKeys
     from ..distributed.sync import ClusterSync
     from ..frontier import Frontier
     from .admission import Admission
@@ -59,3 +64,21 @@ class Parts:
         if self.cluster is not None:
             return self.cluster.close(reason)
         return self.dupefilter.close(reason)
+
+
+def abandon(
+    crawler: Crawler,
+    dupefilter: BaseDupeFilter | SeenKeys,
+    seeds: SeedPlanner | None,
+    frontier: Frontier | None,
+    release: Callable[[], object],
+) -> None:
+    """The crawl refuses to start: release what was built, in the reverse of the order it
+    was built (the frontier, then the store or Redis by ``release``, the seed planner, the
+    dupefilter), touching no file. Both assemblies call it."""
+    if frontier is not None:
+        frontier.close()
+    release()
+    if seeds is not None:
+        close_seed_planner(crawler, seeds)
+    dupefilter.close("shutdown")
