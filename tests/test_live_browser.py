@@ -31,8 +31,13 @@ def test_the_dashboard_fills_updates_sorts_and_filters_in_chromium(tmp_path):
         driver.get(f"{base}/?token={token}")
         wait = WebDriverWait(driver, 60, poll_frequency=0.2)
 
-        def rows():
-            return driver.find_elements(By.CSS_SELECTOR, "#table tbody tr")
+        def rows() -> list[list[str]]:
+            # One snapshot in the page: the table is redrawn every refresh, so element
+            # handles kept across calls go stale (a StaleElementReferenceException in CI).
+            return driver.execute_script(
+                "return Array.from(document.querySelectorAll('#table tbody tr'),"
+                " r => Array.from(r.cells, c => c.innerText))"
+            )
 
         def pages():
             return int(driver.find_element(By.ID, "pages").text or 0)
@@ -52,7 +57,7 @@ def test_the_dashboard_fills_updates_sorts_and_filters_in_chromium(tmp_path):
         index = column.index(header)
 
         def queued():
-            return [int(r.find_elements(By.TAG_NAME, "td")[index].text or 0) for r in rows()]
+            return [int(r[index] or 0) for r in rows()]
 
         values = queued()
         assert values == sorted(values) and len(values) >= 3
@@ -60,15 +65,10 @@ def test_the_dashboard_fills_updates_sorts_and_filters_in_chromium(tmp_path):
         # Filter: only the hosts in session.
         box = driver.find_element(By.ID, "filter")
         box.send_keys("in session")
-        wait.until(
-            lambda _: (
-                rows()
-                and all("in session" in r.find_elements(By.TAG_NAME, "td")[1].text for r in rows())
-            )
-        )
+        wait.until(lambda _: (snapshot := rows()) and all("in session" in r[1] for r in snapshot))
         box.clear()
         box.send_keys(" ")  # an input event: the table is drawn again, unfiltered
-        wait.until(lambda _: any("in session" not in r.text for r in rows()))
+        wait.until(lambda _: any("in session" not in " ".join(r) for r in rows()))
         wait.until(lambda _: driver.execute_script("return series.length") >= 4)
         driver.save_screenshot(str(tmp_path / "dashboard.png"))
         assert (tmp_path / "dashboard.png").stat().st_size > 10_000
