@@ -115,6 +115,16 @@ VARIANTS: dict[str, Variant] = {
         _stock("stock-dapq-mem", "stock DownloaderAwarePQ", "dapq", DAPQ, False),
         _ours("twolevel-cc-mem", "twolevel crawl-capability", "crawl-capability", False),
         _ours("twolevel-bf-mem", "twolevel breadth-first", "breadth-first", False),
+        Variant(
+            "twolevel-cc-mem-objects",
+            "twolevel crawl-capability, requests as objects",
+            "twolevel",
+            False,
+            {
+                **_ours("", "", "crawl-capability", False).settings,
+                "TWOLEVEL_MEMORY_QUEUE": "objects",
+            },
+        ),
         _ours("twolevel-qf-mem", "twolevel quality-first", "quality-first", False),
         _ours("twolevel-pf-mem", "twolevel performance-first", "performance-first", False),
         _stock("stock-spq-disk", "stock ScrapyPriorityQueue", "spq", SPQ, True),
@@ -135,7 +145,8 @@ VARIANTS: dict[str, Variant] = {
 }
 #: Run at every size. The extras (the other two policies; crawl-capability with a 1 MB SQLite
 #: cache instead of the default 4 MB of TWOLEVEL_DISK_CACHE_MB, to show how much of the
-#: JOBDIR RAM is that cache) run at 100k pending only, unless ``--all-policies``.
+#: JOBDIR RAM is that cache; in memory with requests kept as objects, as before
+#: TWOLEVEL_MEMORY_QUEUE) run at 100k pending only, unless ``--all-policies``.
 CORE_VARIANTS = (
     "stock-spq-mem",
     "stock-dapq-mem",
@@ -146,7 +157,12 @@ CORE_VARIANTS = (
     "twolevel-cc-disk",
     "twolevel-bf-disk",
 )
-EXTRA_VARIANTS = ("twolevel-qf-mem", "twolevel-pf-mem", "twolevel-cc-disk-c1")
+EXTRA_VARIANTS = (
+    "twolevel-qf-mem",
+    "twolevel-pf-mem",
+    "twolevel-cc-disk-c1",
+    "twolevel-cc-mem-objects",
+)
 
 BASE_SETTINGS: dict[str, Any] = {
     "DUPEFILTER_CLASS": "scrapy.dupefilters.BaseDupeFilter",

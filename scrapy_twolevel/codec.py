@@ -10,7 +10,8 @@ encoding and decoding cost about half as much CPU.
 The record is JSON, with ``bytes`` tagged as ``{"$b": base64}``, tuples as
 ``{"$t": [...]}`` and dicts with non-string keys or keys starting with ``$`` (request
 headers, for one) as ``{"$d": [[key, value], ...]}``. Anything else (functions, arbitrary
-objects in ``meta``) raises ``ValueError``, so the caller can keep that request in memory
+objects in ``meta``, subclasses of ``dict``, ``list`` or ``tuple``, which would come back
+as the plain type) raises ``ValueError``, so the caller can keep that request in memory
 instead. Decoding data must not run code: data read from Redis or a file is never
 unpickled.
 
@@ -28,6 +29,7 @@ from functools import cache
 from typing import TYPE_CHECKING, Any
 
 from scrapy import Request
+from scrapy.http.headers import Headers
 from scrapy.utils.request import request_from_dict
 
 if TYPE_CHECKING:
@@ -66,8 +68,10 @@ def _to_jsonable(obj: Any) -> Any:
         return [v if type(v) in _PLAIN else _to_jsonable(v) for v in obj]
     if kind is tuple:
         return {"$t": [_to_jsonable(v) for v in obj]}
-    if isinstance(obj, dict):  # e.g. Scrapy's Headers, a dict subclass
+    if kind is Headers:  # a dict subclass the request rebuilds itself
         return _to_jsonable(dict(obj))
+    # Other subclasses (defaultdict, OrderedDict, a namedtuple) would come back as the plain
+    # type: refused, so the request is kept as itself.
     raise ValueError(f"cannot encode {kind.__name__} value {obj!r}")
 
 
@@ -109,9 +113,47 @@ def _defaults() -> dict[str, Any]:
     return defaults
 
 
+_UNNAMED = object()
+
+
+def _method_name(spider: Spider | None, func: Any) -> Any:
+    """What ``Request.to_dict`` stores for a callback or errback, if it is a method bound
+    to ``spider`` (or not callable); ``_UNNAMED`` otherwise."""
+    if not callable(func):
+        return func
+    function = getattr(func, "__func__", None)
+    if spider is not None and function is not None and getattr(func, "__self__", None) is spider:
+        name = function.__name__
+        if getattr(getattr(spider, name, None), "__func__", None) is function:
+            return name
+    return _UNNAMED
+
+
+def request_record(request: Request, spider: Spider | None = None) -> dict[str, Any]:
+    """``request.to_dict(spider=spider)``. Scrapy's own names a callback by listing every
+    member of the spider, for every request (16 µs of a 22-µs encoding); a method bound to
+    the spider is named here at once, and any other callback is left to ``to_dict``, which
+    names it or raises."""
+    callback = _method_name(spider, request.callback)
+    errback = _method_name(spider, request.errback)
+    if callback is _UNNAMED or errback is _UNNAMED:
+        return request.to_dict(spider=spider)
+    record = {
+        "url": request.url,
+        "callback": callback,
+        "errback": errback,
+        "headers": dict(request.headers),
+    }
+    for attr in request.attributes:
+        record.setdefault(attr, getattr(request, attr))
+    if type(request) is not Request:
+        record["_class"] = f"{type(request).__module__}.{type(request).__name__}"
+    return record
+
+
 def encode_request(request: Request, spider: Spider | None = None) -> bytes:
     """Encode ``request``; raises ``ValueError`` if it holds what JSON cannot (see codec)."""
-    record = request.to_dict(spider=spider)
+    record = request_record(request, spider)
     if "_class" not in record:  # a subclass may have other defaults: keep everything
         defaults = _defaults()
         record = {

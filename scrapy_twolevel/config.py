@@ -50,6 +50,8 @@ TESTWEB_PREFIX = "TWOLEVEL_TESTWEB_"
 #: Days at the end of the training window that validate the model (``FitParams.tail_days``).
 RECRAWL_TAIL_DAYS = 7
 SEEN_MODES = ("exact", "bloom-only")
+#: What stands for a queued request without JOBDIR: its encoded bytes, or the object itself.
+MEMORY_QUEUE_MODES = ("encoded", "objects")
 SEEN_BLOOMS = ("builtin", "pybloom-live")
 #: Filter error rate when TWOLEVEL_SEEN_ERROR_RATE is not set. Exact mode: a "maybe" costs
 #: one store lookup. Bloom-only: a "maybe" loses a new URL.
@@ -295,6 +297,7 @@ def _host_key(name: str, value: Any) -> str:
 HOST_KEY = Setting("TWOLEVEL_HOST_KEY", "hostname", _host_key)
 IDLE_TIMEOUT = Setting("TWOLEVEL_IDLE_TIMEOUT", 15.0, SECONDS)
 STATS_TOP_HOSTS = Setting("TWOLEVEL_STATS_TOP_HOSTS", 10, NOT_NEGATIVE)
+MEMORY_QUEUE = Setting("TWOLEVEL_MEMORY_QUEUE", "encoded", choice(*MEMORY_QUEUE_MODES))
 DISK_CACHE_MB = Setting("TWOLEVEL_DISK_CACHE_MB", 4, AT_LEAST_ONE)
 COMMIT_INTERVAL = Setting("TWOLEVEL_COMMIT_INTERVAL", 1.0, POSITIVE_SECONDS)
 SESSION_FAILURES = Setting("TWOLEVEL_SESSION_FAILURES", _FAILURES.session_failures, AT_LEAST_ONE)
@@ -428,6 +431,8 @@ class TwoLevelConfig:
     stats_top_hosts: int
     disk_cache_mb: int
     commit_interval: float
+    #: Without JOBDIR, queued requests are kept encoded (``"encoded"``) or as themselves.
+    memory_queue: str = "encoded"
     #: Least seconds between the starts of two requests to one host.
     host_delay: float = 0.0
     #: Honour robots.txt ``Crawl-delay`` (with ``ROBOTSTXT_OBEY``).
@@ -492,6 +497,7 @@ class TwoLevelConfig:
             stats_top_hosts=STATS_TOP_HOSTS.read(settings),
             disk_cache_mb=DISK_CACHE_MB.read(settings),
             commit_interval=COMMIT_INTERVAL.read(settings),
+            memory_queue=MEMORY_QUEUE.read(settings),
             host_delay=HOST_DELAY.read(settings),
             crawl_delay=CRAWL_DELAY.read(settings),
             refusal_codes=REFUSAL_CODES.read(settings),

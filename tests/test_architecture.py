@@ -272,6 +272,15 @@ REFLECTION_ALLOWED = {
         "scrapy_twolevel.testweb.extension",
         "getattr(spider, 'start_urls', None)",
     ): "the user's spider",
+    ("scrapy_twolevel.codec", "getattr(func, '__func__', None)"): "a request's callback",
+    ("scrapy_twolevel.codec", "getattr(func, '__self__', None)"): "a request's callback",
+    ("scrapy_twolevel.codec", "getattr(spider, name, None)"): "the user's spider",
+    ("scrapy_twolevel.codec", "getattr(getattr(spider, name, None), '__func__', None)"): (
+        "the user's spider"
+    ),
+    ("scrapy_twolevel.codec", "getattr(request, attr)"): (
+        "Scrapy's Request.attributes, as Request.to_dict reads them"
+    ),
     ("scrapy_twolevel.frontier.estimates", "getattr(default, f.name)"): "a dataclass's own fields",
     ("scrapy_twolevel.frontier.topic_frontier", "setattr(st, key, int(saved[key]))"): (
         "a dataclass's own fields, from saved state"

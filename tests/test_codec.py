@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import collections
+
 import pytest
 from scrapy import FormRequest, Request, Spider
 from scrapy.http import JsonRequest
@@ -52,7 +54,19 @@ def test_nested_types_survive():
 
 
 @pytest.mark.parametrize(
-    "value", [object(), {1, 2}, lambda: 0, float("nan"), float("inf"), [b"ok", object()]]
+    "value",
+    [
+        object(),
+        {1, 2},
+        lambda: 0,
+        float("nan"),
+        float("inf"),
+        [b"ok", object()],
+        # subclasses would come back as the plain type
+        collections.OrderedDict(a=1),
+        collections.defaultdict(list),
+        collections.namedtuple("Pair", "a b")(1, 2),
+    ],
 )
 def test_what_json_cannot_hold_is_refused(value):
     with pytest.raises(ValueError):
@@ -162,3 +176,41 @@ def test_callbacks_travel_as_spider_method_names():
 def test_what_cannot_be_rebuilt_gives_value_error(data):
     with pytest.raises(ValueError):
         decode_request(data, CodecSpider())
+
+
+def test_the_record_is_scrapys_own_to_dict():
+    """request_record names spider methods itself (Scrapy's lookup lists the spider's
+    members per request): it must give what ``to_dict`` gives, or defer to it."""
+    from scrapy import FormRequest, Spider
+    from scrapy.http import JsonRequest
+
+    class RecordSpider(Spider):
+        name = "records"
+
+        def parse(self, response):
+            return None
+
+        def failed(self, failure):
+            return None
+
+    class AliasSpider(RecordSpider):
+        alias = RecordSpider.parse  # two names, one function: either decodes to it
+
+    spider = RecordSpider()
+    other = RecordSpider()
+    requests = [
+        Request("http://a.example/", callback=spider.parse, errback=spider.failed),
+        Request("http://a.example/", meta={"k": [1, 2]}, cookies={"c": "v"}, priority=-3),
+        Request("http://a.example/", callback=other.parse),  # another instance's method
+        FormRequest("http://a.example/", formdata={"q": "x"}, callback=spider.parse),
+        JsonRequest("http://a.example/", data={"q": 1}, callback=spider.parse),
+    ]
+    for request in requests:
+        assert codec.request_record(request, spider) == request.to_dict(spider=spider)
+    aliasing = AliasSpider()
+    aliased = Request("http://a.example/", callback=aliasing.parse)
+    record, scrapys = codec.request_record(aliased, aliasing), aliased.to_dict(spider=aliasing)
+    assert record.pop("callback") == "parse" and scrapys.pop("callback") == "alias"
+    assert record == scrapys
+    with pytest.raises(ValueError):
+        codec.request_record(Request("http://a.example/", callback=lambda r: None), spider)

@@ -58,8 +58,8 @@ class Harness:
         codec = SpiderCodec(self.spider, self.stats, logunser=False)
         self.inflight = InFlight(in_progress=set, in_downloader=set)  # the engine is done
         self.kind = kind
-        if kind == "memory":
-            self.store = MemoryStore(reporter)
+        if kind in ("memory", "memory-objects"):
+            self.store = MemoryStore(reporter, self.spider, encoded=kind == "memory")
         elif kind == "jobdir":
             self.store = JobdirStore(
                 statedir=tmp_path / "twolevel",
@@ -124,7 +124,7 @@ class Harness:
         self.store.close()
 
 
-@pytest.fixture(params=["memory", "jobdir", "cluster"])
+@pytest.fixture(params=["memory", "memory-objects", "jobdir", "cluster"])
 def kind(request):
     return request.param
 
@@ -170,3 +170,48 @@ def test_only_the_jobdir_store_gives_a_resumed_crawl_its_requests(kind, tmp_path
     again = Harness(kind, tmp_path)
     assert len(again.frontier) == (3 if kind == "jobdir" else 0)
     again.close()
+
+
+class Unencodable:
+    """Something in ``meta`` the codec refuses: the request stays itself."""
+
+
+class KeywordRequest(Request):
+    """A subclass whose ``__init__`` does not take back its own fields."""
+
+    def __init__(self, url: str, *, needed: str, **kwargs) -> None:
+        super().__init__(url, **kwargs)
+        self.needed = needed
+
+
+def test_the_memory_store_keeps_requests_encoded_and_each_unencodable_one_as_itself(tmp_path):
+    h = Harness("memory", tmp_path)
+    shared = {"items": []}
+    plain = Request("http://a.example/1", callback=h.spider.parse, meta={"shared": shared})
+    assert type(h.store.wrap(plain)) is bytes
+    odd = [
+        Request("http://a.example/2", callback=lambda r: None),  # not a spider method
+        Request("http://a.example/3", meta={"x": Unencodable()}),
+        Request("http://a.example/4", meta={"x": __import__("collections").OrderedDict(a=1)}),
+        KeywordRequest("http://a.example/5", needed="yes"),
+    ]
+    for request in odd:
+        assert h.store.wrap(request) is request
+    assert h.stats.get_value("twolevel/memory_queue/objects") == 4
+    # The encoded one comes back equal (a copy: its meta is no longer the shared dict).
+    h.store.queue(h.frontier, "a.example", 0.0, h.store.wrap(plain), plain)
+    back = h.hand_out()
+    assert back is not plain and back.meta["shared"] == shared
+    assert (back.url, back.callback) == (plain.url, h.spider.parse)
+    # A second KeywordRequest is not tried again: its class was checked once.
+    assert h.store.wrap(KeywordRequest("http://a.example/6", needed="no")).url.endswith("/6")
+    h.close()
+
+
+def test_objects_mode_hands_out_the_very_request_queued(tmp_path):
+    h = Harness("memory-objects", tmp_path)
+    request = Request("http://a.example/1", callback=h.spider.parse)
+    assert h.store.wrap(request) is request
+    h.store.queue(h.frontier, "a.example", 0.0, request, request)
+    assert h.hand_out() is request
+    h.close()

@@ -78,12 +78,7 @@ class LocalAdmission:
         if host == PLAIN_LANE:
             self._reporter.inc("twolevel/plain_lane")
         item = self._store.wrap(request)
-        if not self._store.queue(self._frontier, lane, quality, item, request):
-            return False
-        self._reporter.inc(
-            "scheduler/enqueued/disk" if isinstance(item, bytes) else "scheduler/enqueued/memory"
-        )
-        return True
+        return self._store.queue(self._frontier, lane, quality, item, request)
 
     def seen_test(self) -> Callable[[Request], bool] | None:
         return None if self._seen_cache is None else self._drop_if_seen

@@ -104,7 +104,7 @@ def assemble(
             inflight=inflight,
         )
         if statedir is None:
-            store = MemoryStore(reporter)
+            store = MemoryStore(reporter, spider, encoded=config.memory_queue == "encoded")
         else:
             store = JobdirStore(
                 statedir=statedir,

@@ -152,7 +152,7 @@ class JobdirStore:
         """Queue ``item``; if the file fails (full disk, I/O error), ``request`` is kept in
         memory rather than lost after the dupefilter recorded it."""
         try:
-            return queue(frontier, lane, quality, item, self._reporter)
+            queued = queue(frontier, lane, quality, item, self._reporter)
         except Exception as exc:
             if item is request:
                 raise
@@ -164,7 +164,13 @@ class JobdirStore:
             )
             if lane != PLAIN_LANE and not lane.endswith(SEP):
                 frontier.host(lane, queue_factory=memory_queue)
-            return queue(frontier, lane, quality, request, self._reporter)
+            item = request
+            queued = queue(frontier, lane, quality, request, self._reporter)
+        if queued:
+            self._reporter.inc(
+                "scheduler/enqueued/disk" if item is not request else "scheduler/enqueued/memory"
+            )
+        return queued
 
     def unwrap(self, lane: str, item: Any) -> Request | None:
         if not isinstance(item, Leased):  # kept in memory (not encodable, or the disk failed)

@@ -2,7 +2,7 @@
 
 The frontier decides the order; a *store* decides what stands for a request in its host's
 queue and keeps what a crash must not lose. Three stores, one interface
-(:class:`RequestStore`): :class:`MemoryStore` (no ``JOBDIR``: the request itself),
+(:class:`RequestStore`): :class:`MemoryStore` (no ``JOBDIR``: the request encoded, or itself),
 :class:`~scrapy_twolevel.glue.jobdir.JobdirStore` (``JOBDIR``: a row of an SQLite file)
 and :class:`~scrapy_twolevel.distributed.store.ClusterStore` (``TWOLEVEL_REDIS_URL``: the
 encoded request, its copy in Redis). The store is built before the frontier, which queues
@@ -17,11 +17,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
+from ..codec import decode_request, encode_request
 from ..frontier import memory_queue
 from ..frontier.hosts import GIVEN_UP_BUDGET
 
 if TYPE_CHECKING:
-    from scrapy import Request
+    from scrapy import Request, Spider
 
     from ..frontier import Frontier, HostQueue
     from .reporting import Reporter
@@ -82,16 +83,32 @@ class LocalStore(RequestStore, Protocol):
         self, frontier: Frontier, lane: str, quality: float, item: Any, request: Request
     ) -> bool:
         """Queue ``item`` (``request`` wrapped) in ``lane``; whether it was queued (a host
-        given up takes no more)."""
+        given up takes no more). Counts it in ``scheduler/enqueued/memory`` or ``/disk``."""
 
 
 class MemoryStore:
-    """Queued requests in memory, as themselves: no ``JOBDIR``, nothing kept for a crash."""
+    """Queued requests in memory; nothing kept for a crash (no ``JOBDIR``).
+
+    ``encoded`` (``TWOLEVEL_MEMORY_QUEUE``, the default): a request is queued as its
+    encoded bytes (:mod:`~scrapy_twolevel.codec`, as the ``JOBDIR`` and Redis stores hold
+    it): a bytes object instead of a ``Request`` and its dicts, and nothing the garbage
+    collector walks (see :doc:`broad` for the figures). A request that
+    cannot be encoded exactly (a callback that is no spider method, an object in ``meta``)
+    is kept as itself, as Scrapy's disk queues keep it in memory; so is every request of a
+    ``Request`` subclass that does not come back from its encoding. The request handed
+    out is then a copy: ``meta`` shared between queued requests is no longer shared.
+    ``objects``: every request as itself, as Scrapy's memory queues keep it.
+    """
 
     on_page: Callable[[str, int], None] | None = None
 
-    def __init__(self, reporter: Reporter) -> None:
+    def __init__(self, reporter: Reporter, spider: Spider | None, *, encoded: bool) -> None:
         self._reporter = reporter
+        self._spider = spider
+        self._encoded = encoded
+        #: Request classes by whether their requests come back from their encoding
+        #: (checked once per class: a subclass's ``__init__`` may not take its own fields).
+        self._class_ok: dict[type[Request], bool] = {}
 
     def make_queue(self, lane: str, by_quality: bool) -> HostQueue:
         return memory_queue(lane, by_quality)
@@ -99,18 +116,53 @@ class MemoryStore:
     def restore(self, frontier: Frontier) -> None:
         return None
 
-    def wrap(self, request: Request) -> Request:
-        return request
+    def wrap(self, request: Request) -> Request | bytes:
+        if not self._encoded:
+            return request
+        try:
+            data = encode_request(request, self._spider)
+        except Exception:  # to_dict runs user code (callbacks, Request subclasses)
+            self._reporter.inc("twolevel/memory_queue/objects")
+            return request
+        kind = type(request)
+        ok = self._class_ok.get(kind)
+        if ok is None:
+            ok = self._class_ok[kind] = self._comes_back(data, kind)
+        if not ok:
+            self._reporter.inc("twolevel/memory_queue/objects")
+            return request
+        return data
+
+    def _comes_back(self, data: bytes, kind: type[Request]) -> bool:
+        try:
+            return type(decode_request(data, self._spider)) is kind
+        except Exception:
+            return False
 
     def queue(
         self, frontier: Frontier, lane: str, quality: float, item: Any, request: Request
     ) -> bool:
-        return queue(frontier, lane, quality, item, self._reporter)
+        if not queue(frontier, lane, quality, item, self._reporter):
+            return False
+        self._reporter.inc("scheduler/enqueued/memory")
+        return True
 
     def unwrap(self, lane: str, item: Any) -> Request | None:
         self._reporter.inc("scheduler/dequeued/memory")
-        request: Request = item
-        return request
+        if type(item) is not bytes:
+            request: Request = item
+            return request
+        try:
+            return decode_request(item, self._spider)
+        except Exception as exc:
+            # Encoded by this process a moment ago, so only a request whose fields its
+            # class does not take back (checked once per class) gets here.
+            self._reporter.count_once(
+                "undecodable",
+                "A queued request could not be rebuilt and is dropped (%(request)s).",
+                f"{type(exc).__name__}: {exc}",
+            )
+            return None
 
     def discard(self, item: Any) -> None:
         return None
