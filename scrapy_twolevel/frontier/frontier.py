@@ -21,6 +21,10 @@ A request's outcome may be reported before or after its :meth:`~TwoLevelFrontier
 (Scrapy 2.19 signals a request's end before its middlewares see how it ended), so a
 failure that arrives late still ends the session it belongs to.
 
+A host drained and idle for ``dormant_after`` seconds is kept as a few bytes
+(:mod:`.dormant`) until it gets URLs again: a broad crawl meets far more hosts than it
+keeps busy.
+
 Pure module: no Scrapy, no I/O; items, host keys and the clock are the caller's.
 """
 
@@ -33,6 +37,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
+from . import dormant
 from .estimates import (
     IDLE_GAP,
     PACE_LEAD,
@@ -59,6 +64,12 @@ from .ranking import HostRanking
 
 #: Host key of the plain lane: requests with no network host (``data:``, ``file:``).
 PLAIN_LANE = ""
+#: Seconds a host stays drained and idle before it is packed (:mod:`.dormant`): long after
+#: any outcome of its last session, and long enough that a host whose pages keep linking
+#: to it is not packed and unpacked between two of its own responses.
+DORMANT_AFTER = 60.0
+#: Dormant-host checks one :meth:`TwoLevelFrontier.pop` makes at most (each a few µs).
+DORMANT_PER_POP = 100
 
 QueueFactory = Callable[[str, bool], HostQueue]
 
@@ -90,6 +101,7 @@ class TwoLevelFrontier:
         jitter: Callable[[], float] | None = None,
         budget: Callable[[str], int | None] | None = None,
         on_page: Callable[[str, int], None] | None = None,
+        dormant_after: float | None = DORMANT_AFTER,
     ) -> None:
         """``max_open_hosts=None`` opens as many hosts as have URLs (the downloader limits).
 
@@ -103,7 +115,8 @@ class TwoLevelFrontier:
         ``on_dropped(item)`` for each queued item it drops (the distributed mode keeps a
         copy of every queued request in Redis, which must go too). ``on_page(host_key,
         fetched)`` is called after each page of a host that has a budget, so a store can
-        keep the count (:meth:`restore_pages` gives it back).
+        keep the count (:meth:`restore_pages` gives it back). ``dormant_after``: seconds
+        a host stays drained and idle before it is packed (``None``: never).
         """
         if max_open_hosts is not None and max_open_hosts < 1:
             raise ValueError(f"max_open_hosts must be >= 1 or None, got {max_open_hosts}")
@@ -126,6 +139,11 @@ class TwoLevelFrontier:
         self._jitter = jitter if jitter is not None else random.Random().random
         self._on_session_end = on_session_end
         self._hosts: dict[str, Host] = {}
+        #: Hosts drained and idle, packed (see :mod:`.dormant`); a key is in one table only.
+        self._dormant: dict[str, bytes] = {}
+        #: ``(when, key)`` of hosts found drained, oldest first (checked again when due).
+        self._drained: deque[tuple[float, str]] = deque()
+        self._dormant_after = dormant_after
         self._ready: deque[Host] = deque()  # open, idle, with URLs and budget left
         # Unopened hosts whose next session changed since they were last scored; scored
         # once, at the next pop, however many pushes changed them (one heap entry, not one
@@ -203,6 +221,8 @@ class TwoLevelFrontier:
             self._release(self._backoff, backoff=True)
         if self._paced:
             self._release(self._paced, backoff=False)
+        if self._drained:
+            self._pack_drained()
         if self._ready:
             host = self._ready.popleft()
         elif self._open < self._max_open:
@@ -277,8 +297,14 @@ class TwoLevelFrontier:
         host = self._hosts.get(host_key)
         if host is None:
             queue = (queue_factory or self._queue_factory)(host_key, self._by_quality)
-            queue.set_head_size(self._prior_head_size)
-            host = self._hosts[host_key] = Host(host_key, queue, self._prior)
+            packed = self._dormant.pop(host_key, None)
+            if packed is None:
+                queue.set_head_size(self._prior_head_size)
+                host = Host(host_key, queue, self._prior)
+            else:
+                host = dormant.unpack(host_key, packed, queue, self._prior)
+                queue.set_head_size(self.policy.session_length(1 << 30, host.estimate))
+            self._hosts[host_key] = host
             if self._budget is not None:
                 host.budget = self._budget(host_key)
         return host
@@ -412,7 +438,7 @@ class TwoLevelFrontier:
     def backed_off(self, host_key: str) -> bool:
         """Whether the host is failing as a whole: backed off (or probed) after a failed
         session, and not given up. Its requests' failures are then the host's, not theirs."""
-        host = self._hosts.get(host_key)
+        host = self._peek(host_key)
         return host is not None and host.failed_sessions > 0 and not host.given_up
 
     def set_estimate(self, host_key: str, estimate: HostEstimate) -> None:
@@ -454,11 +480,19 @@ class TwoLevelFrontier:
         return self._pending
 
     def hosts(self) -> Iterator[Host]:
-        return iter(self._hosts.values())
+        """Every host; dormant ones as read-only copies with an empty queue."""
+        yield from self._hosts.values()
+        for key, packed in list(self._dormant.items()):
+            yield dormant.unpack(key, packed, _NO_QUEUE, self._prior)
 
     @property
     def host_count(self) -> int:
-        return len(self._hosts)
+        return len(self._hosts) + len(self._dormant)
+
+    @property
+    def dormant_count(self) -> int:
+        """Hosts kept packed (see :mod:`.dormant`)."""
+        return len(self._dormant)
 
     @property
     def open_hosts(self) -> int:
@@ -476,6 +510,7 @@ class TwoLevelFrontier:
             return  # ranked again when its back-off or pace ends; never once given up
         if not len(host.queue):
             self._ranking.remove(host)
+            self._note_drained(host)
             return
         self._ranking.put(host, self.policy.score(host.queue, host.estimate, self.params))
 
@@ -493,9 +528,9 @@ class TwoLevelFrontier:
         opened = None
         while paced:
             entry = heapq.heappop(paced)
-            host = self._hosts[entry[2]]
-            if host.paced_until != entry[0]:
-                continue  # stale
+            host = self._hosts.get(entry[2])
+            if host is None or host.paced_until != entry[0]:
+                continue  # stale (a dormant host waits for nothing)
             if host.retry_at or host.given_up or not len(host.queue):
                 host.paced_until = 0.0  # backed off since, or nothing left to send
                 continue
@@ -565,7 +600,11 @@ class TwoLevelFrontier:
         failure and no answer yet): the crawl would only wait for their probes."""
         if self._hosts_waiting() or len(self._plain):
             return False
-        if not all(self._hosts[key].failed_sessions for _, _, key in self._backoff):
+        if not all(
+            host.failed_sessions
+            for _, _, key in self._backoff
+            if (host := self._hosts.get(key)) is not None  # else stale: dormant
+        ):
             return False
         return not self._open or all(  # (a scan of every host: only if one is open)
             not h.answered and (h.failures or h.failed_sessions)
@@ -580,8 +619,8 @@ class TwoLevelFrontier:
         if not self._only_failing_hosts_left():
             return
         for _, _, key in list(self._backoff):
-            host = self._hosts[key]
-            if host.given_up or host.answered:
+            host = self._hosts.get(key)
+            if host is None or host.given_up or host.answered:
                 continue
             if self.failure_policy.gives_up(
                 host.failed_sessions, answered=False, failing_for=0.0, end_game=True
@@ -657,6 +696,7 @@ class TwoLevelFrontier:
             # now, or the host would stay ready with nothing to hand out.
             self._ready.remove(host)
             self._end_session(host)
+        self._note_drained(host)
         if self._on_give_up is not None:
             self._on_give_up(host.key, dropped, why)
 
@@ -669,10 +709,61 @@ class TwoLevelFrontier:
         now = self._clock()
         while heap and heap[0][0] <= now:
             until, _, key = heapq.heappop(heap)
-            host = self._hosts[key]
-            if (host.retry_at if backoff else host.paced_until) == until:
+            host = self._hosts.get(key)
+            if host is not None and (host.retry_at if backoff else host.paced_until) == until:
                 if backoff:
                     host.retry_at = 0.0
                 else:
                     host.paced_until = 0.0
                 self._dirty[key] = host
+
+    def _peek(self, host_key: str) -> Host | None:
+        """The host, a read-only copy if dormant; ``None`` if never seen."""
+        host = self._hosts.get(host_key)
+        if host is None and (packed := self._dormant.get(host_key)) is not None:
+            host = dormant.unpack(host_key, packed, _NO_QUEUE, self._prior)
+        return host
+
+    def _note_drained(self, host: Host) -> None:
+        """``host`` has nothing queued: pack it once it has stayed so for a while."""
+        if self._dormant_after is not None:
+            self._drained.append((self._clock(), host.key))
+
+    def _pack_drained(self) -> None:
+        """Pack the hosts drained ``dormant_after`` seconds ago that are still drained and
+        idle (a host that got URLs since, or was served, is checked again when it drains)."""
+        assert self._dormant_after is not None
+        drained, hosts = self._drained, self._hosts
+        due = self._clock() - self._dormant_after
+        for _ in range(DORMANT_PER_POP):
+            if not drained or drained[0][0] > due:
+                return
+            since, key = drained.popleft()
+            host = hosts.get(key)
+            if (
+                host is None
+                or host.open
+                or host.busy
+                or len(host.queue)
+                or host.retry_at
+                or host.paced_until
+                or host.rank_token >= 0
+                or key in self._dirty
+                or (host.sent_at is not None and host.sent_at > since)
+            ):
+                continue
+            self._dormant[key] = dormant.pack(host, self._prior)
+            del hosts[key]
+            host.queue.close()
+
+
+class _NoQueue(FifoHostQueue):
+    """The queue of a dormant host's read-only copy: empty, and takes nothing."""
+
+    __slots__ = ()
+
+    def push(self, quality: float, seq: int, item: Any) -> bool:
+        raise TypeError("a dormant host's copy is read-only: queue through the frontier")
+
+
+_NO_QUEUE = _NoQueue()

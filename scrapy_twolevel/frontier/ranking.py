@@ -57,9 +57,9 @@ class HostRanking:
         best = None
         while heap:
             entry = heapq.heappop(heap)
-            host = self._hosts[entry[2]]
-            if host.rank_token != entry[1]:
-                continue  # stale
+            host = self._hosts.get(entry[2])
+            if host is None or host.rank_token != entry[1]:
+                continue  # stale (a host packed since is not ranked)
             if skip is not None and skip(host.key):
                 skipped.append(entry)
                 continue
@@ -72,6 +72,9 @@ class HostRanking:
         return best
 
     def _compact(self) -> None:
-        live = [e for e in self._heap if self._hosts[e[2]].rank_token == e[1]]
+        hosts = self._hosts
+        live = [
+            e for e in self._heap if (h := hosts.get(e[2])) is not None and h.rank_token == e[1]
+        ]
         heapq.heapify(live)
         self._heap = live
