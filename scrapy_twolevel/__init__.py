@@ -1,7 +1,7 @@
 """Two-level (host + URL) scheduling for Scrapy.
 
 The public names, each at the path to write in ``settings.py`` (docs/reference.rst lists
-the same): the scheduler, the host metrics middleware, the seen-cache dupefilter, the three
+the same): the scheduler, the host metrics middleware, the seen-cache dupefilter, the four
 spider middlewares, the add-on, the settings reader, the policy base class for custom
 policies, and the two error types.
 """
@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from .middleware import HostMetricsMiddleware
     from .scheduler import TwoLevelScheduler
     from .seeds import SeedMiddleware
+    from .start_pacing import StartPacingMiddleware
     from .topics import TopicMiddleware
 
 __all__ = [
@@ -33,6 +34,7 @@ __all__ = [
     "SeedMiddleware",
     "SeenCacheDupeFilter",
     "SettingsError",
+    "StartPacingMiddleware",
     "StateError",
     "TopicMiddleware",
     "TwoLevelConfig",
@@ -50,6 +52,7 @@ _LAZY = {
     "SeedMiddleware": ".seeds",
     "TopicMiddleware": ".topics",
     "DuplicateLinksMiddleware": ".duplicate_links",
+    "StartPacingMiddleware": ".start_pacing",
 }
 
 

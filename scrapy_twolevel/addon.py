@@ -11,6 +11,7 @@ from .components import (
     MIDDLEWARE_ORDER,
     SCHEDULER_PATH,
     SEED_MIDDLEWARE_ORDER,
+    START_PACING_ORDER,
     TOPIC_MIDDLEWARE_ORDER,
 )
 
@@ -21,16 +22,17 @@ if TYPE_CHECKING:
 class Addon:
     """Sets ``SCHEDULER`` and ``DUPEFILTER_CLASS`` and adds the host metrics middleware,
     the seed middleware (inert unless ``TWOLEVEL_RECRAWL`` is on), the topic middleware
-    (inert unless ``TWOLEVEL_TOPICS`` is set), the duplicate-links middleware and the live
-    view's extension (the periodic status line; the dashboard with ``TWOLEVEL_WEB_PORT``).
+    (inert unless ``TWOLEVEL_TOPICS`` is set), the duplicate-links middleware, the start
+    pacing middleware and the live view's extension (the periodic status line; the
+    dashboard with ``TWOLEVEL_WEB_PORT``).
 
-    The same as the six manual lines in ``settings.py`` (see the quick start). Scrapy
+    The same as the seven manual lines in ``settings.py`` (see the quick start). Scrapy
     calls add-ons after the project's, the spider's and the command line's settings are
     in, and both yield to them:
 
     * ``SCHEDULER`` and ``DUPEFILTER_CLASS`` are set at ``"addon"`` priority: a value set
       anywhere else (the project, the spider, the command line) wins.
-    * The middlewares are added (at orders 950, 950, 960 and 940) with Scrapy's
+    * The middlewares are added (at orders 950, 950, 960, 940 and 10) with Scrapy's
       ``setdefault_in_component_priority_dict``, unless the dict in effect already lists
       one, by import path or by class (so a project's own order for it, or ``None`` to
       disable it, is kept). The priority of the ``*_MIDDLEWARES`` settings themselves is
@@ -43,6 +45,7 @@ class Addon:
         from .live.extension import LiveView
         from .middleware import HostMetricsMiddleware
         from .seeds import SeedMiddleware
+        from .start_pacing import StartPacingMiddleware
         from .topics import TopicMiddleware
 
         settings.set("SCHEDULER", SCHEDULER_PATH, priority="addon")
@@ -58,5 +61,8 @@ class Addon:
         )
         settings.setdefault_in_component_priority_dict(
             "SPIDER_MIDDLEWARES", DuplicateLinksMiddleware, DUPLICATE_LINKS_ORDER
+        )
+        settings.setdefault_in_component_priority_dict(
+            "SPIDER_MIDDLEWARES", StartPacingMiddleware, START_PACING_ORDER
         )
         settings.setdefault_in_component_priority_dict("EXTENSIONS", LiveView, LIVE_VIEW_ORDER)

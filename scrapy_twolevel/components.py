@@ -22,6 +22,9 @@ DUPLICATE_LINKS_PATH = "scrapy_twolevel.duplicate_links.DuplicateLinksMiddleware
 #: Scrapy's depth (900), URL length (800) and referer (700) middlewares, so duplicates skip
 #: them.
 DUPLICATE_LINKS_ORDER = 940
+START_PACING_PATH = "scrapy_twolevel.start_pacing.StartPacingMiddleware"
+#: Nearest the engine: it paces what every other middleware has let through.
+START_PACING_ORDER = 10
 #: The live view: the dashboard (``TWOLEVEL_WEB_PORT``) and the periodic status line.
 LIVE_VIEW_PATH = "scrapy_twolevel.live.extension.LiveView"
 LIVE_VIEW_ORDER = 500

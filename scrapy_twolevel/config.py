@@ -297,6 +297,10 @@ def _host_key(name: str, value: Any) -> str:
 HOST_KEY = Setting("TWOLEVEL_HOST_KEY", "hostname", _host_key)
 IDLE_TIMEOUT = Setting("TWOLEVEL_IDLE_TIMEOUT", 15.0, SECONDS)
 STATS_TOP_HOSTS = Setting("TWOLEVEL_STATS_TOP_HOSTS", 10, NOT_NEGATIVE)
+#: Share of the crawl's time given to reading ``start()`` while requests wait (start_pacing.py).
+START_SHARE = Setting(
+    "TWOLEVEL_START_SHARE", 0.33, real("a number in (0, 1] (1: never pause)", lambda v: 0 < v <= 1)
+)
 MEMORY_QUEUE = Setting("TWOLEVEL_MEMORY_QUEUE", "encoded", choice(*MEMORY_QUEUE_MODES))
 DISK_CACHE_MB = Setting("TWOLEVEL_DISK_CACHE_MB", 4, AT_LEAST_ONE)
 COMMIT_INTERVAL = Setting("TWOLEVEL_COMMIT_INTERVAL", 1.0, POSITIVE_SECONDS)

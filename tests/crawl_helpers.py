@@ -839,3 +839,45 @@ class ThroughLocalProxy:
     def process_request(self, request, spider=None):
         request.meta["proxy"] = self.url
         self.stats.inc_value("count/proxied")
+
+
+class ManyStarts:
+    """A test-web spider whose ``start()`` yields its seeds, then ``MANY_STARTS`` copies of
+    each (a query string the server ignores); it notes when ``start()`` ended and when each
+    copy's response arrived (``MANY_STARTS_LOG``: JSON at close), and closes itself at the
+    first response after ``start()`` ended."""
+
+    @staticmethod
+    def spider():  # built lazily: the crawl's process imports Scrapy first
+        import time
+
+        import scrapy
+        from scrapy.exceptions import CloseSpider
+
+        from scrapy_twolevel.testweb.spider import TestWebSpider
+
+        class ManyStartsSpider(TestWebSpider):
+            name = "many_starts"
+
+            async def start(self):
+                self.responses, self.start_ended = [], None
+                seeds = list(self.start_urls)
+                for i in range(self.settings.getint("MANY_STARTS")):
+                    for url in seeds:
+                        yield scrapy.Request(f"{url}?copy={i}", callback=self.copy)
+                self.start_ended = time.monotonic()
+
+            def copy(self, response):
+                self.responses.append(time.monotonic())
+                if self.start_ended is not None:
+                    raise CloseSpider("start read")
+
+            def closed(self, reason):
+                Path(self.settings["MANY_STARTS_LOG"]).write_text(
+                    json.dumps({"start_ended": self.start_ended, "responses": self.responses})
+                )
+
+        return ManyStartsSpider
+
+
+ManyStartsSpider = ManyStarts.spider()
