@@ -194,7 +194,14 @@ def publish(
 def compact_json(data: Any, **dumps: Any) -> str:
     """Indented JSON with every innermost list (numbers, curve points) on one line."""
     text = json.dumps(data, indent=1, **dumps)
-    return re.sub(r"\[[^\[\]{}\"]*\]", lambda m: json.dumps(json.loads(m.group(0))), text)
+
+    def one_line(found: re.Match[str]) -> str:
+        try:
+            return json.dumps(json.loads(found.group(0)))
+        except ValueError:  # brackets inside a string ("[scrapy.core.engine] ERROR: ...")
+            return found.group(0)
+
+    return re.sub(r"\[[^\[\]{}\"]*\]", one_line, text)
 
 
 def save_figure(fig: Any, path: Path, dpi: int = 100) -> None:
