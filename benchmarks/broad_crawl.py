@@ -55,8 +55,9 @@ with other load on the machine; the ratios within one run are what to compare.
 
 Usage::
 
-    python benchmarks/broad_crawl.py --profile    # the default matrix, ~25 min
-    python benchmarks/broad_crawl.py --quick      # 1,000 hosts x 20k, 15-s window, ~1.5 min
+    python benchmarks/broad_crawl.py --profile    # the default matrix, ~15 min
+    python benchmarks/broad_crawl.py --quick      # 1,000 hosts x 20k, 15-s window, ~1 min
+    python benchmarks/broad_crawl.py --rerender benchmarks/results/broad_crawl.json
 
 Writes ``benchmarks/results/broad_crawl.{json,md}``, ``docs/results/broad_crawl.inc`` and
 ``docs/results/broad_crawl.png`` (``--quick`` prints and writes nothing).
@@ -79,7 +80,7 @@ from pathlib import Path
 from typing import Any
 
 from broadweb.measure import Profile, WebServer, dir_bytes, jobdir_rows, proc_sample
-from broadweb.web import BroadWeb
+from broadweb.web import CROSS_HOST_SHARE, LINKS_PER_PAGE, PAGES_PER_START, ZIPF_S, BroadWeb
 from harness import DOCS_RESULTS, RESULTS, report
 from harness.crawl import Snapshot, pythonpath, snapshot_package
 from harness.env import environment
@@ -605,7 +606,7 @@ METRICS = (
     ("steady pages/s", "steady_pages_per_s"),
     ("CPU ms/page", "cpu_ms_per_page"),
     ("peak RSS", "peak_rss_bytes"),
-    ("load pages/s", "load_pages_per_s"),
+    ("load s", "load_s"),
 )
 
 
@@ -715,6 +716,8 @@ def plot(runs: list[dict[str, Any]], path: Path) -> None:
         "stock": ("tab:blue", "s"),
         "stock-memory": ("tab:orange", "^"),
     }
+    sizes = sorted({(r["hosts"], r["pending"]) for r in runs})
+    pending = " / ".join(f"{p / 1000:,.0f}k" for _, p in sizes)
     fig, axes = plt.subplots(1, 3, figsize=(14, 4.2))
     for ax, (title, value) in zip(axes, panels, strict=True):
         for variant in VARIANTS:
@@ -736,7 +739,7 @@ def plot(runs: list[dict[str, Any]], path: Path) -> None:
                         ha="right",
                     )
         ax.set_xscale("log")
-        ax.set_xlabel("hosts (log)")
+        ax.set_xlabel(f"hosts (log); pre-loaded {pending}")
         ax.set_title(title, fontsize=10)
         ax.grid(alpha=0.3, which="both")
         ax.set_ylim(bottom=0)
@@ -747,45 +750,16 @@ def plot(runs: list[dict[str, Any]], path: Path) -> None:
     report.save_figure(fig, path)
 
 
-def write(
+def record(
     runs: list[dict[str, Any]],
     sizes: list[dict[str, Any]],
     env: dict[str, Any],
     command: str,
     elapsed: float,
     args: argparse.Namespace,
-) -> str:
-    found = ratios(runs)
-    code = env.get("code", {})
-    intro = [
-        f"Command: ``{command}``; {env['date']}; Python {env['python']}, Scrapy "
-        f"{env['scrapy']}, Twisted {env['twisted']}; {env['cpu_count']} CPUs, "
-        f"{env['memory_gib']} GiB, open-files limit {env['open_files_limit']}; "
-        f"scrapy_twolevel at commit {str(code.get('commit'))[:10]}; whole run "
-        f"{elapsed / 60:.1f} min. Window {args.window:g} s after the pre-load; server "
-        f"latency {1000 * args.latency:g} ms per response. Two cores shared by the crawler, "
-        "the server" + (", py-spy" if args.profile else "") + " and whatever else ran: "
-        "compare the ratios within this run.",
-    ]
-    sections: list[report.Section] = [
-        ("Runs", "", [("", main_table(runs))]),
-        ("Ratios", "", ratio_tables(found)),
-    ]
-    profiles = profile_table(runs)
-    if profiles:
-        sections.append(("Where the crawler's time goes (py-spy)", "", [("", profiles)]))
-    canonical = args.out_dir.resolve() == RESULTS.resolve() and args.name is None
-    name = args.name or NAME
-    png = (DOCS_RESULTS if canonical else args.out_dir) / f"{name}.png"
-    sections.append(("Against the number of hosts", png.name if canonical else "", []))
-    md, inc = report.render(
-        "Broad crawls: stock Scrapy and the two-level scheduler, 1,000 to 100,000 hosts",
-        intro,
-        sections,
-        DEFINITIONS,
-    )
-    report.print_sections(sections)
-    data = {
+) -> dict[str, Any]:
+    """Everything the run measured, as the results JSON holds it."""
+    return {
         "command": command,
         "environment": env,
         "elapsed_s": elapsed,
@@ -796,17 +770,86 @@ def write(
             "idle_timeout_s": args.idle_timeout,
             "seed": SEED,
             "profile_rate": args.profile_rate if args.profile else None,
-            "web": "broadweb.web: ZIPF_S=1.0, 15 links per page, 30% cross-host, host size "
-            "4 x (pre-loaded pages + 1)",
+            "web": f"broadweb.web: Zipf s = {ZIPF_S}, {LINKS_PER_PAGE} links per page, "
+            f"{CROSS_HOST_SHARE:.0%} to other hosts, host size {PAGES_PER_START} x "
+            "(pre-loaded pages + 1)",
         },
         "definitions": DEFINITIONS,
         "sizes": sizes,
-        "ratios": found,
         "runs": runs,
     }
-    args.out_dir.mkdir(parents=True, exist_ok=True)
-    (args.out_dir / f"{name}.json").write_text(report.compact_json(data) + "\n", encoding="utf-8")
-    (args.out_dir / f"{name}.md").write_text("\n".join(md), encoding="utf-8")
+
+
+def resume_table(runs: list[dict[str, Any]]) -> report.Table:
+    head = report.columns(
+        "scheduler | hosts | load s | no page, 1-s samples | resume: scheduler open s "
+        "| seed list re-read s | first request s | pages/s | JOBDIR rows (leased) "
+        "| pending at last sample | pre-loaded URLs lost"
+    )
+    rows = []
+    for r in runs:
+        if r["failure"]:
+            continue
+        resume, check = r.get("resume", {}), r.get("resume_check", {})
+        rows.append(
+            [
+                LABELS[r["variant"]],
+                f"{r['hosts']:,}",
+                fmt(r.get("load_s"), ".0f"),
+                fmt(r.get("load_gap_1s_bins_s"), ".0f"),
+                fmt(resume.get("opened_s"), ".1f"),
+                fmt(resume.get("start_done_s"), ".1f"),
+                fmt(resume.get("startup_s"), ".1f"),
+                fmt(resume.get("resume_pages_per_s"), ".0f"),
+                f"{check['jobdir_rows']:,} ({check['jobdir_leased_rows']})" if check else "-",
+                fmt(check.get("pending_at_last_sample"), ","),
+                fmt(check.get("preloaded_lost"), ","),
+            ]
+        )
+    return head, rows
+
+
+def write(data: dict[str, Any], out_dir: Path, name: str) -> str:
+    """The results JSON, its Markdown, the docs fragment and the figure (for the canonical
+    run; another ``--out-dir`` or ``--name`` keeps its figure beside its JSON)."""
+    runs, env, params = data["runs"], data["environment"], data["parameters"]
+    data["ratios"] = found = ratios(runs)
+    code = env.get("code", {})
+    servers = ", ".join(f"{s['server_cpu_s']:.1f}" for s in data["sizes"])
+    intro = [
+        f"Command: ``{data['command']}``; {env['date']}; Python {env['python']}, Scrapy "
+        f"{env['scrapy']}, Twisted {env['twisted']}; {env['cpu_count']} CPUs, "
+        f"{env['memory_gib']} GiB, open-files limit {env['open_files_limit']:,}; "
+        f"scrapy_twolevel at commit {str(code.get('commit'))[:10]}; whole run "
+        f"{data['elapsed_s'] / 60:.1f} min. Two cores shared by the crawler, the server"
+        + (", py-spy" if params["profile_rate"] else "")
+        + " and whatever else ran: compare the ratios within this run.",
+        f"Web: {params['web']}; the server holds each response {1000 * params['latency_s']:g} "
+        f"ms and used {servers} CPU s at each size in all (the crawler uses about one core "
+        f"throughout). Window {params['window_s']:g} s after the pre-load.",
+    ]
+    sections: list[report.Section] = [
+        ("Runs", "", [("", main_table(runs))]),
+        ("Ratios", "", ratio_tables(found)),
+        ("Pre-load and resume", "", [("", resume_table(runs))]),
+    ]
+    profiles = profile_table(runs)
+    if profiles:
+        sections.append(("Where the crawler's time goes (py-spy)", "", [("", profiles)]))
+    canonical = out_dir.resolve() == RESULTS.resolve() and name == NAME
+    png = (DOCS_RESULTS if canonical else out_dir) / f"{name}.png"
+    if canonical:
+        sections.append(("Against the number of hosts", png.name, []))
+    md, inc = report.render(
+        "Broad crawls: stock Scrapy and the two-level scheduler, 1,000 to 100,000 hosts",
+        intro,
+        sections,
+        DEFINITIONS,
+    )
+    report.print_sections(sections)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / f"{name}.json").write_text(report.compact_json(data) + "\n", encoding="utf-8")
+    (out_dir / f"{name}.md").write_text("\n".join(md), encoding="utf-8")
     if canonical:
         report.write_docs_fragment(name, inc)
     plot(runs, png)
@@ -887,7 +930,17 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--keep", action="store_true", help="keep JOBDIRs, logs and profiles")
     report.output_options(parser, code="head", name=NAME)
+    parser.add_argument(
+        "--rerender",
+        type=Path,
+        metavar="JSON",
+        help="rewrite the report, docs fragment and figure from a results JSON, no crawl",
+    )
     args = parser.parse_args(argv)
+    if args.rerender:
+        data = json.loads(args.rerender.read_text(encoding="utf-8"))
+        print(write(data, args.rerender.parent, args.rerender.stem))
+        return 0
 
     sizes = list(QUICK_SIZES if args.quick else DEFAULT_SIZES)
     if args.quick:
@@ -925,7 +978,8 @@ def main(argv: list[str] | None = None) -> int:
         )
         print(f"Whole run: {elapsed / 60:.1f} min")
         return 0
-    text = write(runs, size_info, env, command, elapsed, args)
+    data = record(runs, size_info, env, command, elapsed, args)
+    text = write(data, args.out_dir, args.name or NAME)
     return report.finish(text, elapsed, f"{args.out_dir}/{args.name or NAME}*")
 
 

@@ -5,6 +5,7 @@ that moved, say)."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -43,3 +44,26 @@ def test_scheduler_overhead_profiles_one_small_configuration(variant, tmp_path):
 def test_the_efficiency_simulation_runs_its_quick_size():
     out = run("efficiency_sim.py", "--quick")  # prints, writes nothing
     assert "crawl-capability" in out
+
+
+def test_the_broad_crawl_runs_a_small_size(tmp_path):
+    """Both schedulers crawl 100 hosts, ours is killed and resumed, and the check of its
+    JOBDIR (which reads the package's frontier file) finds every pre-loaded URL."""
+    run(
+        "broad_crawl.py",
+        "--sizes",
+        "100x2000",
+        "--window",
+        "3",
+        "--out-dir",
+        str(tmp_path),
+        "--name",
+        "smoke",
+    )
+    runs = {r["variant"]: r for r in json.loads((tmp_path / "smoke.json").read_text())["runs"]}
+    ours = runs["ours"]
+    assert ours["failure"] is None and ours["steady_pages_per_s"] > 0
+    assert ours["max_in_flight_per_host"] == 1
+    assert ours["resume_check"]["preloaded_lost"] == 0
+    assert ours["resume"]["startup_s"] is not None
+    assert runs["stock"]["failure"] is None
