@@ -160,6 +160,8 @@ class Crawl:
     proc: subprocess.Popen[bytes] | None = None
     ticks: list[dict[str, Any]] = field(default_factory=list)
     events: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: ``start_progress`` marks, in order.
+    progress: list[dict[str, Any]] = field(default_factory=list)
     last_stats: dict[str, Any] = field(default_factory=dict)
     failure: str | None = None
     errors: list[str] = field(default_factory=list)
@@ -212,6 +214,8 @@ class Crawl:
             event = json.loads(line)
             if event["event"] == "tick":
                 self.last_stats = event
+            elif event["event"] == "start_progress":
+                self.progress.append(event)
             else:
                 self.events.setdefault(event["event"], event)
 
@@ -428,10 +432,29 @@ def run_crawl(
     return crawl, result
 
 
+def start_read(crawl: Crawl, killed_at: float) -> int | None:
+    """How many start requests the scheduler surely had before the kill: all of them if
+    ``start()`` ended, else the last progress mark at least ``COMMITTED_AFTER`` seconds
+    before the kill (the JOBDIR commits within a second: what came later may be in no
+    commit, and a resumed crawl reads it from ``start()`` again); ``None``: none."""
+    done = crawl.events.get("start_done")
+    if done is not None and done["t"] <= killed_at - COMMITTED_AFTER:
+        return int(done["yielded"])
+    marks = [m for m in crawl.progress if m["t"] <= killed_at - COMMITTED_AFTER]
+    return int(marks[-1]["yielded"]) if marks else None
+
+
+#: Seconds after which a queued request is surely in a JOBDIR commit (the package's
+#: ``TWOLEVEL_COMMIT_INTERVAL`` is 1 s).
+COMMITTED_AFTER = 3.0
+
+
 def check_resume(
-    web: BroadWeb, jobdir: Path, fetched: bytes, before: dict[str, Any]
+    web: BroadWeb, jobdir: Path, fetched: bytes, before: dict[str, Any], read: int | None
 ) -> dict[str, Any]:
-    """What the kill left: JOBDIR rows, and pre-loaded URLs neither served nor queued."""
+    """What the kill left: JOBDIR rows, and pre-loaded URLs neither served nor queued,
+    among the first ``read`` of ``start()`` (what the scheduler surely had: see
+    :func:`start_read`)."""
     import numpy as np
 
     rows = jobdir_rows(jobdir, web.offsets)
@@ -440,14 +463,18 @@ def check_resume(
     covered = np.frombuffer(fetched, dtype=np.uint8).astype(bool)
     covered[np.asarray(rows["positions"], dtype=np.int64)] = True
     lost = 0
-    for host, k in enumerate(web.starts):
-        at = web.offsets[host]
-        lost += k - int(covered[at : at + k].sum())
+    if read is None:
+        read = 0
+    for checked, (host, page) in enumerate(web.start_pages()):
+        if checked >= read:
+            break
+        lost += not covered[web.offsets[host] + page]
     enqueued, dequeued = before.get("scheduler/enqueued"), before.get("scheduler/dequeued")
     return {
         "jobdir_rows": rows["rows"],
         "jobdir_leased_rows": rows["leased"],
         "pending_at_last_sample": (enqueued - dequeued) if enqueued is not None else None,
+        "preloaded_checked": read,
         "preloaded_lost": lost,
     }
 
@@ -484,9 +511,11 @@ def run_size(
                 stock_failed = True
             if variant == "ours" and not result["failure"] and not args.no_resume:
                 crawl.kill()  # before reading the map: nothing is served after it
+                killed_at = time.time()
                 fetched = server.get("/__fetched", timeout=120)
                 before = crawl.last_stats
-                result["resume_check"] = check_resume(web, jobdir, fetched, before)
+                read = start_read(crawl, killed_at)
+                result["resume_check"] = check_resume(web, jobdir, fetched, before, read)
                 again, resumed = run_crawl(
                     "ours-resume", settings, web, server, workdir, snapshot, args, resume=True
                 )
@@ -557,7 +586,9 @@ def notes(run: dict[str, Any]) -> str:
         out.append(f"{len(run['errors'])} error lines")
     check = run.get("resume_check")
     if check:
-        out.append(f"lost after kill: {check.get('preloaded_lost')}")
+        lost, checked = check.get("preloaded_lost"), check.get("preloaded_checked")
+        of = "" if checked is None else f" of the {checked:,} pre-loaded it had read"
+        out.append(f"lost after kill: {lost}{of}")
     return "; ".join(out)
 
 

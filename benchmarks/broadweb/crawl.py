@@ -45,6 +45,11 @@ TICK_STATS = (
 )
 
 
+#: Start requests between two ``start_progress`` marks (what a kill during the pre-load
+#: may have read: see ``check_resume`` in broad_crawl.py).
+PROGRESS_EVERY = 10_000
+
+
 class Marks:
     """The marks file: one JSON object per line, each stamped with the wall time (the
     spider and the ticker each append through their own, a line per write)."""
@@ -90,13 +95,16 @@ class BroadSpider(scrapy.Spider):
         self.marks = marks
 
     def start_requests(self) -> Iterator[scrapy.Request]:
-        """The pre-loaded frontier, host-interleaved; marks its beginning and its end."""
+        """The pre-loaded frontier, host-interleaved; marks its beginning, its progress
+        (every ``PROGRESS_EVERY`` requests) and its end."""
         self.marks.write("start_begun")
         count = 0
         url = self.web.url
         for host, page in self.web.start_pages():
             yield scrapy.Request(url(host, page, self.port))
             count += 1
+            if not count % PROGRESS_EVERY:
+                self.marks.write("start_progress", yielded=count)
         self.marks.write("start_done", yielded=count)
 
     async def start(self) -> AsyncIterator[Any]:
