@@ -314,7 +314,7 @@ def run_crawl(
     resume: bool = False,
 ) -> tuple[Crawl, dict[str, Any]]:
     """One crawl from its launch to the end of its window (or, ``resume``, its first
-    ``RESUME_RATE_S`` seconds of pages); the process is left running."""
+    ``--resume-window`` seconds of pages); the process is left running."""
     config = workdir / f"{label}.json"
     web_args = {"hosts": web.hosts, "pending": web.pending, "seed": web.seed}
     marks = str(workdir / f"{label}.marks.jsonl")
@@ -344,7 +344,7 @@ def run_crawl(
                 break
             continue
         if resume:
-            if now - first >= RESUME_RATE_S:
+            if now - first >= args.resume_window:
                 break
             continue
         begun = crawl.events.get("start_begun")
@@ -399,8 +399,8 @@ def run_crawl(
     if resume:
         first = stats["first_at"]
         if first is not None:
-            got = pages_at(crawl.ticks, first + RESUME_RATE_S)
-            result["resume_pages_per_s"] = got / RESUME_RATE_S
+            got = pages_at(crawl.ticks, first + args.resume_window)
+            result["resume_pages_per_s"] = got / args.resume_window
         # Where the time to the first request went: the process and the scheduler's
         # open (to spider_opened), then start() yielding the seed list again (each one
         # filtered as seen).
@@ -502,6 +502,8 @@ def run_size(
                 continue
             jobdir = workdir / f"{variant}.jobdir"
             settings = variant_settings(variant, hosts, jobdir)
+            if variant == "ours":
+                settings.update(args.ours_settings)
             clock.log(f"{hosts:,} hosts x {pending:,}: {LABELS[variant]} ...")
             crawl, result = run_crawl(variant, settings, web, server, workdir, snapshot, args)
             result.update(size, variant=variant)
@@ -840,9 +842,10 @@ def resume_table(runs: list[dict[str, Any]]) -> report.Table:
     return head, rows
 
 
-def write(data: dict[str, Any], out_dir: Path, name: str) -> str:
+def write(data: dict[str, Any], out_dir: Path, name: str, *, figure: bool = True) -> str:
     """The results JSON, its Markdown, the docs fragment and the figure (for the canonical
-    run; another ``--out-dir`` or ``--name`` keeps its figure beside its JSON)."""
+    run; another ``--out-dir`` or ``--name`` keeps its figure beside its JSON; none
+    without ``figure``)."""
     runs, env, params = data["runs"], data["environment"], data["parameters"]
     data["ratios"] = found = ratios(runs)
     code = env.get("code", {})
@@ -883,8 +886,19 @@ def write(data: dict[str, Any], out_dir: Path, name: str) -> str:
     (out_dir / f"{name}.md").write_text("\n".join(md), encoding="utf-8")
     if canonical:
         report.write_docs_fragment(name, inc)
-    plot(runs, png)
+    if figure:
+        plot(runs, png)
     return report.markdown(main_table(runs))
+
+
+def _setting(text: str) -> tuple[str, Any]:
+    name, sep, raw = text.partition("=")
+    if not sep or not name:
+        raise argparse.ArgumentTypeError(f"expected NAME=VALUE, got {text!r}")
+    try:
+        return name, json.loads(raw)
+    except ValueError:
+        return name, raw
 
 
 def estimate_min(sizes: list[tuple[int, int]], args: argparse.Namespace) -> float:
@@ -925,6 +939,24 @@ def main(argv: list[str] | None = None) -> int:
         help="comma-separated subset of " + ", ".join(VARIANTS),
     )
     parser.add_argument("--window", type=float, default=60.0, help="steady window, s")
+    parser.add_argument(
+        "--resume-window",
+        type=float,
+        default=RESUME_RATE_S,
+        help=f"resume: pages/s over this long after its first request ({RESUME_RATE_S:g} s)",
+    )
+    parser.add_argument(
+        "--set",
+        dest="ours_settings",
+        action="append",
+        default=[],
+        type=_setting,
+        metavar="NAME=VALUE",
+        help="a setting for ours' crawls (VALUE as JSON if it parses), e.g. TWOLEVEL_START_SHARE=1",
+    )
+    parser.add_argument(
+        "--no-figure", action="store_true", help="write no PNG (no matplotlib needed)"
+    )
     parser.add_argument(
         "--max-load",
         type=float,
@@ -968,6 +1000,7 @@ def main(argv: list[str] | None = None) -> int:
         help="rewrite the report, docs fragment and figure from a results JSON, no crawl",
     )
     args = parser.parse_args(argv)
+    args.ours_settings = dict(args.ours_settings)
     if args.rerender:
         data = json.loads(args.rerender.read_text(encoding="utf-8"))
         print(write(data, args.rerender.parent, args.rerender.stem))
@@ -1010,7 +1043,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"Whole run: {elapsed / 60:.1f} min")
         return 0
     data = record(runs, size_info, env, command, elapsed, args)
-    text = write(data, args.out_dir, args.name or NAME)
+    text = write(data, args.out_dir, args.name or NAME, figure=not args.no_figure)
     return report.finish(text, elapsed, f"{args.out_dir}/{args.name or NAME}*")
 
 

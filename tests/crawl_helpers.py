@@ -861,6 +861,7 @@ class ManyStarts:
 
             async def start(self):
                 self.responses, self.start_ended = [], None
+                self.start_begun = time.monotonic()
                 seeds = list(self.start_urls)
                 for i in range(self.settings.getint("MANY_STARTS")):
                     for url in seeds:
@@ -874,7 +875,13 @@ class ManyStarts:
 
             def closed(self, reason):
                 Path(self.settings["MANY_STARTS_LOG"]).write_text(
-                    json.dumps({"start_ended": self.start_ended, "responses": self.responses})
+                    json.dumps(
+                        {
+                            "start_begun": self.start_begun,
+                            "start_ended": self.start_ended,
+                            "responses": self.responses,
+                        }
+                    )
                 )
 
         return ManyStartsSpider
