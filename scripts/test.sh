@@ -39,11 +39,11 @@ if [ $# -eq 0 ]; then
   wait "$LOWEST_INSTALL" || { cat "$LOGS/lowest-install.log"; exit 1; }
   # Side by side: Scrapy's own crawl tests with our components (docs/compat.rst; the stock
   # outcomes come from scripts/compat/), and the crawl layer (the conformance suite among
-  # it) on the lowest Scrapy, spread over 3 processes.
+  # it) on the lowest Scrapy, spread over 4 processes (the compatibility run ends first).
   .venv/bin/python scripts/scrapy_compat.py >"$LOGS/compat.log" 2>&1 &
   COMPAT=$!
   status=0
-  .venv-scrapy-lowest/bin/python -m pytest -q -m crawl -n 3 -p no:cacheprovider || status=$?
+  .venv-scrapy-lowest/bin/python -m pytest -q -m crawl -n 4 -p no:cacheprovider || status=$?
   compat_status=0
   wait "$COMPAT" || compat_status=$?
   cat "$LOGS/compat.log"
