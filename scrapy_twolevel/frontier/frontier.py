@@ -299,11 +299,10 @@ class TwoLevelFrontier:
             queue = (queue_factory or self._queue_factory)(host_key, self._by_quality)
             packed = self._dormant.pop(host_key, None)
             if packed is None:
-                queue.set_head_size(self._prior_head_size)
                 host = Host(host_key, queue, self._prior)
             else:
                 host = dormant.unpack(host_key, packed, queue, self._prior)
-                queue.set_head_size(self.policy.session_length(1 << 30, host.estimate))
+            queue.set_head_size(self._head_size(host.estimate))
             self._hosts[host_key] = host
             if self._budget is not None:
                 host.budget = self._budget(host_key)
@@ -470,7 +469,7 @@ class TwoLevelFrontier:
 
     def estimates_changed(self, host: Host) -> None:
         """Re-size the host's session head and re-rank it after its estimate changed."""
-        host.queue.set_head_size(self.policy.session_length(1 << 30, host.estimate))
+        host.queue.set_head_size(self._head_size(host.estimate))
         if not host.open and not host.retry_at and not host.paced_until:
             self._dirty[host.key] = host
 
@@ -483,7 +482,7 @@ class TwoLevelFrontier:
         """Every host; dormant ones as read-only copies with an empty queue."""
         yield from self._hosts.values()
         for key, packed in list(self._dormant.items()):
-            yield dormant.unpack(key, packed, _NO_QUEUE, self._prior)
+            yield self._copy(key, packed)
 
     @property
     def host_count(self) -> int:
@@ -721,8 +720,18 @@ class TwoLevelFrontier:
         """The host, a read-only copy if dormant; ``None`` if never seen."""
         host = self._hosts.get(host_key)
         if host is None and (packed := self._dormant.get(host_key)) is not None:
-            host = dormant.unpack(host_key, packed, _NO_QUEUE, self._prior)
+            host = self._copy(host_key, packed)
         return host
+
+    def _copy(self, host_key: str, packed: bytes) -> Host:
+        """A read-only copy of a dormant host (its queue empty, taking nothing)."""
+        return dormant.unpack(host_key, packed, _NO_QUEUE, self._prior)
+
+    def _head_size(self, estimate: HostEstimate) -> int:
+        """The head a host's queue sums: its next session (the prior's, computed once)."""
+        if estimate is self._prior:
+            return self._prior_head_size
+        return self.policy.session_length(1 << 30, estimate)
 
     def _note_drained(self, host: Host) -> None:
         """``host`` has nothing queued: pack it once it has stayed so for a while."""
