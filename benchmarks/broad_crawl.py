@@ -46,7 +46,11 @@ second; every time is wall time on this machine):
   over the window: the share of samples in the garbage collector (native ``gc_collect_*``
   frames), in the scheduler's code (``scrapy_twolevel``, or Scrapy's scheduler, queues and
   dupefilter for stock) and the rest. py-spy takes a core too: rates are lower when
-  profiled.
+  profiled;
+- with ``--set BROADWEB_CENSUS=SECONDS`` (ours): every SECONDS the crawler writes a
+  ``census`` mark to its marks file (kept with ``--keep``): the objects the collector
+  tracks, by type, its collections per generation and the seconds they took since the
+  spider opened (``gc.callbacks``), and the process's CPU seconds.
 
 Sizes (``--sizes HOSTSxPENDING,...``): 1,000 x 100k, 10,000 x 300k, 100,000 x 1M by
 default (the issue's table); ``--sizes 100000x10000000`` for 10M (its load alone takes

@@ -301,6 +301,10 @@ STATS_TOP_HOSTS = Setting("TWOLEVEL_STATS_TOP_HOSTS", 10, NOT_NEGATIVE)
 START_SHARE = Setting(
     "TWOLEVEL_START_SHARE", 0.33, real("a number in (0, 1] (1: never pause)", lambda v: 0 < v <= 1)
 )
+#: The collector's young-generation threshold while the crawl is open (glue/collector.py).
+GC_THRESHOLD = Setting(
+    "TWOLEVEL_GC_THRESHOLD", 50_000, integer("an integer >= 0 (0: Python's own)", lambda v: v >= 0)
+)
 MEMORY_QUEUE = Setting("TWOLEVEL_MEMORY_QUEUE", "encoded", choice(*MEMORY_QUEUE_MODES))
 DISK_CACHE_MB = Setting("TWOLEVEL_DISK_CACHE_MB", 4, AT_LEAST_ONE)
 COMMIT_INTERVAL = Setting("TWOLEVEL_COMMIT_INTERVAL", 1.0, POSITIVE_SECONDS)
@@ -450,6 +454,8 @@ class TwoLevelConfig:
     #: Pages per host (0: no budget), and budgets by host pattern.
     host_budget: int = 0
     host_budgets: tuple[tuple[str, int], ...] = ()
+    #: The collector's young-generation threshold while open (``0``: Python's own).
+    gc_threshold: int = 50_000
 
     def budget(self) -> Callable[[str], int | None] | None:
         """``host -> pages`` for the frontier; ``None`` when no host has a budget."""
@@ -509,6 +515,7 @@ class TwoLevelConfig:
             retry_after_max=RETRY_AFTER_MAX.read(settings),
             host_budget=HOST_BUDGET.read(settings),
             host_budgets=tuple(HOST_BUDGETS.read(settings).items()),
+            gc_threshold=GC_THRESHOLD.read(settings),
         )
 
 

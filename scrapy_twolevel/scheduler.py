@@ -56,6 +56,7 @@ from .config import ClusterConfig, TwoLevelConfig
 from .frontier import PLAIN_LANE, Frontier, Policy
 from .frontier.topic_frontier import TopicSelector, TopicSpec, lane_host
 from .glue.assembly import assemble
+from .glue.collector import CollectorTuning
 from .glue.inflight import InFlight
 from .glue.intake import Intake, drop_inherited_keys, make_request_host, mark_host
 from .glue.preflight import (
@@ -146,6 +147,7 @@ class TwoLevelScheduler(BaseScheduler):
         self._cluster_config = cluster if cluster is not None and cluster.enabled else None
         #: The parts, built by :meth:`open` (see :mod:`.glue.assembly`); ``None`` when closed.
         self.parts: Parts | None = None
+        self.collector = CollectorTuning(config.gc_threshold, self.reporter)
         self.spider: Spider | None = None
         self._connected = False
         #: Wakes the engine when a backed-off host may be opened again: otherwise a crawl
@@ -232,6 +234,7 @@ class TwoLevelScheduler(BaseScheduler):
                 extra={"spider": spider},
             )
         self._connect(True)
+        self.collector.start()
         self.stats.set_value("twolevel/policy", self.policy.name)
         return parts.start()
 
@@ -260,6 +263,7 @@ class TwoLevelScheduler(BaseScheduler):
         # view of the leases.
         leaving = parts.leave()
         self._connect(False)
+        self.collector.stop()
         self._wake.cancel()
         self._wake_soon.cancel()
         seeds = parts.seeds

@@ -94,6 +94,8 @@ def test_concurrent_requests_must_be_an_integer(value):
         ("TWOLEVEL_HOST_KEY", "ip", "'ip' was removed: .* Use 'hostname' .* or 'domain'"),
         ("TWOLEVEL_QUALITY", "meta:", "'priority', 'meta:<key>'"),
         ("TWOLEVEL_STATS_TOP_HOSTS", -1, "an integer >= 0"),
+        ("TWOLEVEL_GC_THRESHOLD", -1, r"an integer >= 0 \(0: Python's own\)"),
+        ("TWOLEVEL_GC_THRESHOLD", 2.5, "is not an integer"),
         ("TWOLEVEL_GIVE_UP_AFTER", -1, "seconds >= 0"),
         ("TWOLEVEL_HOST_DELAY", "soon", "is not a number"),
         ("TWOLEVEL_CRAWL_DELAY", "maybe", "use True or False"),

@@ -15,6 +15,8 @@ and yields a request for each. Names resolve through :class:`WildcardResolver`.
 
 from __future__ import annotations
 
+import collections
+import gc
 import json
 import re
 import sys
@@ -123,6 +125,10 @@ class Ticker:
         self.stats = crawler.stats
         self.marks = marks
         self.loop = task.LoopingCall(self.tick)
+        self.census_every = crawler.settings.getfloat("BROADWEB_CENSUS", 0.0)
+        self.census_loop = task.LoopingCall(self.census)
+        self.gc_seconds = [0.0, 0.0, 0.0]
+        self._gc_began = 0.0
         crawler.signals.connect(self.opened, signals.spider_opened)
 
     @classmethod
@@ -134,10 +140,34 @@ class Ticker:
 
         self.marks.write("opened", scrapy_twolevel_from=str(Path(scrapy_twolevel.__file__).parent))
         self.loop.start(1.0, now=True)
+        if self.census_every > 0:
+            gc.callbacks.append(self._time_collection)
+            self.census_loop.start(self.census_every, now=False)
+
+    def _time_collection(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._gc_began = time.perf_counter()
+        else:
+            self.gc_seconds[info["generation"]] += time.perf_counter() - self._gc_began
 
     def tick(self) -> None:
         get = self.stats.get_value
         self.marks.write("tick", **{k: get(k) for k in TICK_STATS if get(k) is not None})
+
+    def census(self) -> None:
+        """The collector's view of the heap (``--set BROADWEB_CENSUS=SECONDS``): objects it
+        tracks by type, its generation counts and collections so far."""
+        kinds = collections.Counter(type(o).__name__ for o in gc.get_objects())
+        self.marks.write(
+            "census",
+            tracked=sum(kinds.values()),
+            top=kinds.most_common(25),
+            counts=gc.get_count(),
+            stats=gc.get_stats(),
+            frozen=gc.get_freeze_count(),
+            gc_seconds=self.gc_seconds,
+            cpu_seconds=time.process_time(),
+        )
 
 
 def main(argv: list[str]) -> int:
