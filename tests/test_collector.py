@@ -44,6 +44,7 @@ def test_scheduler_sets_the_young_threshold_while_open(python_threshold):
     scheduler, _ = create_scheduler()
     assert gc.get_threshold() == (50_000, 11, 12)  # the older generations are left alone
     assert scheduler.stats.get_value(THRESHOLD_STAT) == 50_000
+    assert scheduler.stats.get_value(COLLECTIONS_STAT) == 0  # none since it opened
     scheduler.close("finished")
     assert gc.get_threshold() == python_threshold
 

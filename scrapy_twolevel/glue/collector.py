@@ -77,6 +77,8 @@ class CollectorTuning:
         if self.threshold:
             _PROCESS.take(self.threshold)
         self.reporter.set(THRESHOLD_STAT, gc.get_threshold()[0])
+        self.reporter.set(COLLECTIONS_STAT, 0)
+        self.reporter.set(SECONDS_STAT, 0.0)
         gc.callbacks.append(self._timed)
 
     def stop(self) -> None:
