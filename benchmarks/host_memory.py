@@ -5,8 +5,12 @@ Each variant runs in a fresh subprocess: a ``TwoLevelScheduler`` (with the add-o
 one request per host is queued for a warm-up host, then ``--per-host`` requests for each
 of ``--hosts`` hosts. Measured over that second step, after ``gc.collect()``: the bytes
 ``tracemalloc`` sees allocated and the objects the garbage collector tracks, each divided
-by the hosts (and by the requests). A drained host is packed into bytes once it has been
-idle a minute: its figure is in ``tests/test_dormant.py`` and :doc:`broad`.
+by the hosts (and by the requests).
+
+``drained``: the frontier alone (no Scrapy, a fake clock), each host served one page, then
+the clock moved past ``DORMANT_AFTER`` and the frontier popped until every host is packed
+into bytes (``frontier/dormant.py``): the bytes a drained host keeps, against the same
+hosts just served and still kept as objects.
 
 Usage::
 
@@ -33,7 +37,12 @@ use_checkout()
 from harness import RESULTS, report  # noqa: E402
 
 NAME = "host_memory"
-VARIANTS = {"memory": "two-level, in memory (encoded)", "jobdir": "two-level, JOBDIR"}
+VARIANTS = {
+    "memory": "two-level, in memory (encoded)",
+    "jobdir": "two-level, JOBDIR",
+    "served": "frontier: hosts served one page, kept as objects",
+    "drained": "frontier: the same hosts, drained and packed",
+}
 SETTINGS = {
     "DUPEFILTER_CLASS": "scrapy_twolevel.dupefilter.SeenCacheDupeFilter",
     "DOWNLOADER_MIDDLEWARES": {"scrapy_twolevel.middleware.HostMetricsMiddleware": 950},
@@ -42,7 +51,59 @@ SETTINGS = {
 }
 
 
+class _Clock:
+    now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def frontier_worker(variant: str, hosts: int) -> dict[str, Any]:
+    """RAM per host of a frontier whose hosts were served one page each, before and after
+    they were packed."""
+    from scrapy_twolevel.frontier import CostParams, CrawlCapability, Measurement, TwoLevelFrontier
+    from scrapy_twolevel.frontier.frontier import DORMANT_AFTER
+
+    page = Measurement(
+        latency=0.02, new_connection=True, served_on_connection=1, closed_by_server=False
+    )
+    clock = _Clock()
+    keys = [f"h{host}.example.com" for host in range(hosts)]  # made before measuring
+    gc.collect()
+    tracemalloc.start()
+    before = tracemalloc.take_snapshot()
+    objects_before = len(gc.get_objects())  # the snapshot's own objects included
+    frontier = TwoLevelFrontier(CrawlCapability(), CostParams(), 64, clock=clock)
+    for key in keys:
+        frontier.push(key, 1.0, None)
+    while (popped := frontier.pop()) is not None:
+        clock.now += 0.001
+        frontier.observe(popped[0], page)
+        frontier.done(popped[0])
+    if variant == "drained":
+        clock.now += DORMANT_AFTER + 1
+        while frontier.dormant_count < hosts:
+            assert frontier.pop() is None
+    gc.collect()
+    objects = len(gc.get_objects()) - objects_before  # before the second snapshot's
+    after = tracemalloc.take_snapshot()
+    grown = sum(stat.size_diff for stat in after.compare_to(before, "filename"))
+    tracemalloc.stop()
+    assert frontier.host_count == hosts
+    return {
+        "variant": variant,
+        "hosts": hosts,
+        "per_host": 0,
+        "queued": len(frontier),
+        "bytes_per_host": grown / hosts,
+        "bytes_per_request": None,
+        "objects_per_host": objects / hosts,
+    }
+
+
 def worker(variant: str, hosts: int, per_host: int) -> dict[str, Any]:
+    if variant in ("served", "drained"):
+        return frontier_worker(variant, hosts)
     from scrapy import Request, Spider
     from scrapy.utils.test import get_crawler
 
@@ -58,15 +119,15 @@ def worker(variant: str, hosts: int, per_host: int) -> dict[str, Any]:
     scheduler.open(spider)
     scheduler.enqueue_request(Request("http://warm-up.example.com/"))
     gc.collect()
-    objects_before = len(gc.get_objects())
     tracemalloc.start()
     before = tracemalloc.take_snapshot()
+    objects_before = len(gc.get_objects())  # the snapshot's own objects included
     for host in range(hosts):
         for page in range(per_host):
             scheduler.enqueue_request(Request(f"http://h{host}.example.com/p/{page}"))
     gc.collect()
+    objects = len(gc.get_objects()) - objects_before  # before the second snapshot's
     after = tracemalloc.take_snapshot()
-    objects = len(gc.get_objects()) - objects_before
     grown = sum(stat.size_diff for stat in after.compare_to(before, "filename"))
     tracemalloc.stop()
     queued = len(scheduler)
@@ -93,8 +154,10 @@ def main(argv: list[str]) -> int:
     clock = report.Clock()
     sizes = [(2_000, 1)] if args.quick else [(20_000, 1), (1_000, 100)]
     runs = []
-    for hosts, per_host in sizes:
+    for hosts, per_host in [*sizes, (sizes[0][0], 0)]:
         for variant in VARIANTS:
+            if (variant in ("served", "drained")) != (per_host == 0):
+                continue
             clock.log(f"{variant}: {hosts:,} hosts x {per_host}")
             proc = subprocess.run(
                 [sys.executable, __file__, "--worker", variant, str(hosts), str(per_host)],
@@ -117,7 +180,7 @@ def main(argv: list[str]) -> int:
             f"{r['hosts']:,}",
             str(r["per_host"]),
             f"{r['bytes_per_host']:,.0f} B",
-            f"{r['bytes_per_request']:,.0f} B",
+            "-" if r["bytes_per_request"] is None else f"{r['bytes_per_request']:,.0f} B",
             f"{r['objects_per_host']:.2f}",
         ]
         for r in runs

@@ -49,7 +49,7 @@ from ._engine import (
 from .components import MIDDLEWARE_ROLE
 from .config import TwoLevelConfig
 from .frontier import PLAIN_LANE
-from .frontier.connections import ConnectionTracker, ReplyFacts
+from .frontier.connections import GRACE, ConnectionTracker, ReplyFacts
 from .frontier.estimates import REFUSAL_STREAK, Measurement, ProcessingCost
 from .frontier.failures import RefusedUrls, SilentHosts
 from .frontier.gate import HostGate
@@ -166,7 +166,8 @@ class HostMetricsMiddleware:
         self._retry_after_max = retry_after_max
         self._robots_agent = robots_user_agent
         self._handles_status = handles_status
-        self.tracker = ConnectionTracker(idle_timeout)
+        # A connection's record is shared once no reply can still come over it.
+        self.tracker = ConnectionTracker(idle_timeout, grace=max(GRACE, download_timeout))
         self.processing = ProcessingCost(cpu_clock)
         self.silent = SilentHosts(first_answer_timeout, self.tracker.heard_from)
         self.refused_urls = RefusedUrls(REFUSAL_STREAK)

@@ -71,7 +71,21 @@ def test_pack_and_unpack_keep_every_field_that_must_survive():
     # Only what differs from the defaults is packed: a host never measured takes a few bytes.
     fresh = Host("b.example", FifoHostQueue(), prior)
     fresh.fetched = 1
-    assert len(dormant.pack(fresh, prior)) == 8 + 8  # the mask, one integer
+    assert len(dormant.pack(fresh, prior)) == 8 + 4  # the mask, one integer in 4 bytes
+    # A count that does not fit in 4 bytes widens every integer of that host, losslessly.
+    for big in (2**32, -1, 2**40):
+        fresh.fetched = big
+        assert len(dormant.pack(fresh, prior)) == 8 + 8
+        assert (
+            dormant.unpack("b.example", dormant.pack(fresh, prior), FifoHostQueue(), prior).fetched
+            == big
+        )
+    fresh.fetched = 2**32 - 1
+    assert len(dormant.pack(fresh, prior)) == 8 + 4
+    assert (
+        dormant.unpack("b.example", dormant.pack(fresh, prior), FifoHostQueue(), prior).fetched
+        == 2**32 - 1
+    )
     assert (
         dormant.unpack("b.example", dormant.pack(fresh, prior), FifoHostQueue(), prior).estimate
         is prior

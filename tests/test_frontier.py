@@ -224,6 +224,37 @@ def test_tracker_idle_gap_means_new_connection_and_honours_keepalive_timeout():
     ).new_connection
 
 
+def test_tracker_shares_the_records_of_hosts_idle_past_timeout_and_grace_observing_the_same():
+    """A broad crawl's drained hosts keep no connection record of their own, and what the
+    tracker observes is what a tracker that keeps every record observes."""
+    keep, announce = ReplyFacts(False, False), ReplyFacts(False, False, None, 2.0)
+    shared, kept = ConnectionTracker(10, grace=5), ConnectionTracker(10, grace=1e9)
+    replies = [("a", keep, 0.0, 1.0), ("b", announce, 0.0, 1.0), ("c", keep, 1.0, 2.0)]
+    # c keeps talking; a (timeout 10) and b (announced 2) go quiet. Replies are looked at
+    # in the order they came: b's record (expired past 2 + 5 s) waits behind a's, and both
+    # are shared once a's has expired too (10 + 5 s after its reply).
+    replies += [("c", keep, t, t + 0.5) for t in range(3, 30, 2)]
+    own_after = []
+    for host, facts, sent, replied in replies:
+        got = shared.observe(host, facts, sent_at=sent, replied_at=replied)
+        assert got == kept.observe(host, facts, sent_at=sent, replied_at=replied)
+        own_after.append((replied, shared.own_records))
+    assert dict(own_after)[15.5] == 3
+    assert dict(own_after)[17.5] == 1  # a's and b's past 16 s: only c has one
+    # They come back: a new connection, with what b announced kept (its 2-s timeout).
+    for tracker in (shared, kept):
+        assert tracker.observe("a", keep, sent_at=40.0, replied_at=40.5).new_connection
+        tracker.observe("b", keep, sent_at=40.0, replied_at=40.5)
+        later = tracker.observe("b", keep, sent_at=43.0, replied_at=43.5)
+        assert later.new_connection  # 2.5 s idle > b's 2 s
+    assert shared.own_records == 3
+    # A host heard from without a measured reply (a refusal) costs no record of its own.
+    shared.answered("d")
+    assert shared.heard_from("d") and shared.own_records == 3
+    shared.connection_lost("d")  # does not touch the shared record
+    assert shared.observe("d", keep, sent_at=50.0, replied_at=50.5).new_connection
+
+
 # -- queues ------------------------------------------------------------------------
 
 

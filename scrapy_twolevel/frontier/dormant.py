@@ -10,8 +10,10 @@ whether it was given up. The fields of its last session are not kept: a host is 
 dormant only once it is drained and idle (no request in flight, not open, not waiting),
 so no outcome of that session can still arrive.
 
-Only fields that differ from their defaults are packed, behind a bit mask: a host of one
-session with a measured estimate packs into ~150 bytes. Pure module: no Scrapy, no I/O.
+Only fields that differ from their defaults are packed, behind a bit mask, and integers
+(counts) take 4 bytes unless one of them does not fit (a bit of the mask says so): a host
+of one session with a measured estimate packs into ~110 bytes. Pure module: no Scrapy, no
+I/O.
 """
 
 from __future__ import annotations
@@ -34,7 +36,10 @@ _HOST_DEFAULTS: tuple[Any, ...] = (False, 0, 0.0, 0, 0, 0, None, None, 0.0, 0, 0
 _GIVEN_UP = ("", GIVEN_UP_FAILING, GIVEN_UP_BUDGET)
 #: The mask's bit past every field: the host has an estimate of its own.
 _MEASURED = 1 << (len(_HOST_DEFAULTS) + len(fields(HostEstimate)))
+#: The mask's bit after that: the integers are packed in 8 bytes (one is outside 0..2**32-1).
+_WIDE = _MEASURED << 1
 _MASK = struct.Struct("<Q")
+_NARROW_MAX = (1 << 32) - 1
 
 
 def _host_values(host: Host) -> tuple[Any, ...]:
@@ -84,7 +89,17 @@ _CODES = tuple("d" if default is None else _code(default) for default in _HOST_D
 @cache
 def _values_struct(mask: int) -> struct.Struct:
     """The layout of the fields ``mask`` names (few distinct masks occur: cached)."""
-    return struct.Struct("<" + "".join(c for i, c in enumerate(_CODES) if mask >> i & 1))
+    codes = "".join(c for i, c in enumerate(_CODES) if mask >> i & 1)
+    return struct.Struct("<" + (codes if mask & _WIDE else codes.replace("q", "I")))
+
+
+def _layout(mask: int) -> struct.Struct:
+    return _values_struct(mask & (_MEASURED - 1 | _WIDE))
+
+
+def _narrow(values: list[Any]) -> bool:
+    """Whether every integer (not bool) among ``values`` fits in 4 unsigned bytes."""
+    return all(0 <= v <= _NARROW_MAX for v in values if type(v) is int)
 
 
 def _present(
@@ -108,7 +123,9 @@ def pack(host: Host, prior: HostEstimate) -> bytes:
         bits, kept = _present(astuple(host.estimate), astuple(prior), 1 << len(_HOST_DEFAULTS))
         mask |= _MEASURED | bits
         values += kept
-    return _MASK.pack(mask) + _values_struct(mask & (_MEASURED - 1)).pack(*values)
+    if not _narrow(values):
+        mask |= _WIDE
+    return _MASK.pack(mask) + _layout(mask).pack(*values)
 
 
 def _merge(
@@ -123,7 +140,7 @@ def _merge(
 def unpack(key: str, data: bytes, queue: HostQueue, prior: HostEstimate) -> Host:
     """A :class:`Host` with ``queue`` and the state :func:`pack` kept."""
     (mask,) = _MASK.unpack_from(data)
-    values = iter(_values_struct(mask & (_MEASURED - 1)).unpack_from(data, _MASK.size))
+    values = iter(_layout(mask).unpack_from(data, _MASK.size))
     host = Host(key, queue, prior)
     _set_host_values(host, _merge(mask, 1, _HOST_DEFAULTS, values))
     if mask & _MEASURED:
