@@ -87,3 +87,22 @@ def test_collections_while_open_are_counted_and_timed(python_threshold):
     assert stats.values[COLLECTIONS_STAT] == 2
     assert stats.values[SECONDS_STAT] > 0
     assert stats.values[THRESHOLD_STAT] == 20_000
+
+
+def test_a_crawl_never_closed_is_not_kept_alive_and_its_hold_ends_when_collected(
+    python_threshold,
+):
+    """A scheduler opened and dropped without close (a test, a crash): the collector's
+    callbacks do not keep it alive, and Python's threshold comes back when it is collected."""
+    callbacks = list(gc.callbacks)
+    tuning = CollectorTuning(20_000, Stats())
+    tuning.start()
+    assert gc.get_threshold() == (20_000, 11, 12)
+    del tuning
+    gc.collect()
+    assert gc.get_threshold() == python_threshold
+    gc.collect()  # a collection with no crawl open: the shared callback is idle
+    survivor = CollectorTuning(20_000, Stats())
+    survivor.start()
+    survivor.stop()
+    assert gc.callbacks == callbacks  # nothing left behind

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import gc
 import time
+import weakref
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -31,30 +32,54 @@ COLLECTIONS_STAT = "twolevel/gc/collections"
 SECONDS_STAT = "twolevel/gc/seconds"
 
 
-class _ProcessThreshold:
-    """Who holds the process's threshold, and what to put back when the last one leaves."""
+class _Process:
+    """What the process's crawls share: who holds the threshold and what to put back when
+    the last one leaves, and the one collector callback that times collections for every
+    open crawl. Crawls are held weakly: a scheduler never closed (a test, a crash) does not
+    stay alive through ``gc.callbacks``, and its hold on the threshold ends when it is
+    collected."""
 
     def __init__(self) -> None:
         self.holders = 0
         self.saved: tuple[int, int, int] | None = None
         self.ours: tuple[int, int, int] | None = None
+        self.open: weakref.WeakSet[CollectorTuning] = weakref.WeakSet()
+        self._began = 0.0
 
-    def take(self, young: int) -> None:
+    def hold(self, young: int) -> None:
         if self.holders == 0:
             saved = gc.get_threshold()
             self.saved, self.ours = saved, (young, saved[1], saved[2])
             gc.set_threshold(*self.ours)
         self.holders += 1
 
-    def give_back(self) -> None:
+    def release(self) -> None:
         self.holders -= 1
         if self.holders == 0 and self.saved is not None:
             if gc.get_threshold() == self.ours:
                 gc.set_threshold(*self.saved)
             self.saved = self.ours = None
 
+    def watch(self, tuning: CollectorTuning) -> None:
+        if self._timed not in gc.callbacks:
+            gc.callbacks.append(self._timed)
+        self.open.add(tuning)
 
-_PROCESS = _ProcessThreshold()
+    def unwatch(self, tuning: CollectorTuning) -> None:
+        self.open.discard(tuning)
+        if not self.open and self._timed in gc.callbacks:
+            gc.callbacks.remove(self._timed)
+
+    def _timed(self, phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            self._began = time.perf_counter()
+            return
+        spent = time.perf_counter() - self._began
+        for tuning in list(self.open):
+            tuning.collected(spent)
+
+
+_PROCESS = _Process()
 
 
 class CollectorTuning:
@@ -67,32 +92,33 @@ class CollectorTuning:
         self.threshold = threshold
         self.reporter = reporter
         self.seconds = 0.0
-        self._began = 0.0
         self._open = False
+        #: Ends this crawl's hold on the threshold: at :meth:`stop`, or when collected.
+        self._release: weakref.finalize[[], CollectorTuning] | None = None
 
     def start(self) -> None:
         if self._open:
             return
         self._open = True
         if self.threshold:
-            _PROCESS.take(self.threshold)
+            _PROCESS.hold(self.threshold)
+            self._release = weakref.finalize(self, _PROCESS.release)
         self.reporter.set(THRESHOLD_STAT, gc.get_threshold()[0])
         self.reporter.set(COLLECTIONS_STAT, 0)
         self.reporter.set(SECONDS_STAT, 0.0)
-        gc.callbacks.append(self._timed)
+        _PROCESS.watch(self)
 
     def stop(self) -> None:
         if not self._open:
             return
         self._open = False
-        gc.callbacks.remove(self._timed)
-        if self.threshold:
-            _PROCESS.give_back()
+        _PROCESS.unwatch(self)
+        if self._release is not None:
+            self._release()
+            self._release = None
 
-    def _timed(self, phase: str, info: dict[str, Any]) -> None:
-        if phase == "start":
-            self._began = time.perf_counter()
-            return
-        self.seconds += time.perf_counter() - self._began
+    def collected(self, seconds: float) -> None:
+        """A collection ran while the crawl was open; it took ``seconds``."""
+        self.seconds += seconds
         self.reporter.inc(COLLECTIONS_STAT)
         self.reporter.set(SECONDS_STAT, round(self.seconds, 3))
