@@ -23,7 +23,9 @@ def test_the_dashboard_fills_updates_sorts_and_filters_in_chromium(tmp_path):
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
 
-    proc, log, server = start_live_crawl(tmp_path, hosts=12, pages=60, response_delay=0.1)
+    # Long enough (200 pages a host, one at a time, 0.1 s each) that hosts still have
+    # queues when the table is sorted, however slowly Chromium starts under load.
+    proc, log, server = start_live_crawl(tmp_path, hosts=12, pages=200, response_delay=0.1)
     driver = None
     try:
         base, token = live_url(log)
