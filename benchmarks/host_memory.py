@@ -27,7 +27,8 @@ import sys
 import tempfile
 import time
 import tracemalloc
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from harness import use_checkout
 from harness.env import environment
@@ -51,11 +52,31 @@ SETTINGS = {
 }
 
 
+T = TypeVar("T")
+
+
 class _Clock:
     now = 1000.0
 
     def __call__(self) -> float:
         return self.now
+
+
+def growth(step: Callable[[], T]) -> tuple[T, int, int]:
+    """``step()``'s result, and the bytes ``tracemalloc`` saw allocated and the objects the
+    collector tracks more after it than before (each after ``gc.collect()``; the first
+    snapshot's own objects counted on both sides, the second's on neither)."""
+    gc.collect()
+    tracemalloc.start()
+    before = tracemalloc.take_snapshot()
+    objects_before = len(gc.get_objects())
+    result = step()
+    gc.collect()
+    objects = len(gc.get_objects()) - objects_before
+    after = tracemalloc.take_snapshot()
+    grown = sum(stat.size_diff for stat in after.compare_to(before, "filename"))
+    tracemalloc.stop()
+    return result, grown, objects
 
 
 def frontier_worker(variant: str, hosts: int) -> dict[str, Any]:
@@ -69,26 +90,22 @@ def frontier_worker(variant: str, hosts: int) -> dict[str, Any]:
     )
     clock = _Clock()
     keys = [f"h{host}.example.com" for host in range(hosts)]  # made before measuring
-    gc.collect()
-    tracemalloc.start()
-    before = tracemalloc.take_snapshot()
-    objects_before = len(gc.get_objects())  # the snapshot's own objects included
-    frontier = TwoLevelFrontier(CrawlCapability(), CostParams(), 64, clock=clock)
-    for key in keys:
-        frontier.push(key, 1.0, None)
-    while (popped := frontier.pop()) is not None:
-        clock.now += 0.001
-        frontier.observe(popped[0], page)
-        frontier.done(popped[0])
-    if variant == "drained":
-        clock.now += DORMANT_AFTER + 1
-        while frontier.dormant_count < hosts:
-            assert frontier.pop() is None
-    gc.collect()
-    objects = len(gc.get_objects()) - objects_before  # before the second snapshot's
-    after = tracemalloc.take_snapshot()
-    grown = sum(stat.size_diff for stat in after.compare_to(before, "filename"))
-    tracemalloc.stop()
+
+    def serve() -> TwoLevelFrontier:
+        frontier = TwoLevelFrontier(CrawlCapability(), CostParams(), 64, clock=clock)
+        for key in keys:
+            frontier.push(key, 1.0, None)
+        while (popped := frontier.pop()) is not None:
+            clock.now += 0.001
+            frontier.observe(popped[0], page)
+            frontier.done(popped[0])
+        if variant == "drained":
+            clock.now += DORMANT_AFTER + 1
+            while frontier.dormant_count < hosts:
+                assert frontier.pop() is None
+        return frontier
+
+    frontier, grown, objects = growth(serve)
     assert frontier.host_count == hosts
     return {
         "variant": variant,
@@ -118,18 +135,13 @@ def worker(variant: str, hosts: int, per_host: int) -> dict[str, Any]:
     scheduler = TwoLevelScheduler.from_crawler(crawler)
     scheduler.open(spider)
     scheduler.enqueue_request(Request("http://warm-up.example.com/"))
-    gc.collect()
-    tracemalloc.start()
-    before = tracemalloc.take_snapshot()
-    objects_before = len(gc.get_objects())  # the snapshot's own objects included
-    for host in range(hosts):
-        for page in range(per_host):
-            scheduler.enqueue_request(Request(f"http://h{host}.example.com/p/{page}"))
-    gc.collect()
-    objects = len(gc.get_objects()) - objects_before  # before the second snapshot's
-    after = tracemalloc.take_snapshot()
-    grown = sum(stat.size_diff for stat in after.compare_to(before, "filename"))
-    tracemalloc.stop()
+
+    def queue() -> None:
+        for host in range(hosts):
+            for page in range(per_host):
+                scheduler.enqueue_request(Request(f"http://h{host}.example.com/p/{page}"))
+
+    _, grown, objects = growth(queue)
     queued = len(scheduler)
     scheduler.close("finished")
     return {
