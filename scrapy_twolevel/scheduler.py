@@ -287,7 +287,9 @@ class TwoLevelScheduler(BaseScheduler):
         if self.topics is not None:
             self.topics.report()
         self.parts = None
-        return parts.close(reason)
+        closed = parts.close(reason)
+        self.reporter.unbuffer()
+        return closed
 
     def has_pending_requests(self) -> bool:
         # Planned seed refetches keep the crawl open (until TWOLEVEL_RECRAWL_DURATION), and
@@ -295,6 +297,7 @@ class TwoLevelScheduler(BaseScheduler):
         parts = self.parts
         if parts is None:
             return False
+        self.reporter.flush()  # the engine asks when it may be idle: stats exact by then
         return (
             len(parts.frontier) > 0
             or (parts.seeds is not None and parts.seeds.pending())
@@ -327,6 +330,13 @@ class TwoLevelScheduler(BaseScheduler):
         return True
 
     def next_request(self) -> Request | None:
+        request = self._next_request()
+        # The counts of this call and of the requests queued since the last one: stats
+        # are exact after each call (see Reporter.inc).
+        self.reporter.flush()
+        return request
+
+    def _next_request(self) -> Request | None:
         parts = self.parts
         assert parts is not None
         frontier, store = parts.frontier, parts.store

@@ -155,6 +155,30 @@ def test_requests_round_trip_exactly(request_):
     assert again.to_dict() == request_.to_dict()
 
 
+def test_a_plain_request_is_encoded_as_its_filtered_to_dict():
+    """A plain ``Request``'s record is built without its defaults (encode_request's fast
+    path): the bytes must be those of Scrapy's ``to_dict`` with the defaults filtered out,
+    key order included."""
+    spider = CodecSpider()
+    defaults = Request("data:,").to_dict()
+    requests = [
+        Request("http://example.com/"),
+        Request("http://example.com/", callback=spider.parse_item, errback=spider.on_error),
+        Request("http://example.com/", method="POST", body=b"x", headers={"A": "b"}),
+        Request("http://example.com/", priority=0, dont_filter=False, meta={}, flags=[]),
+        Request("http://example.com/", encoding="latin-1", cookies={"c": "d"}, priority=2),
+        Request("http://example.com/", cb_kwargs={"n": 1}, flags=["f"], dont_filter=True),
+    ]
+    for request in requests:
+        full = request.to_dict(spider=spider)
+        expected = {
+            key: value
+            for key, value in full.items()
+            if key == "url" or key not in defaults or value != defaults[key]
+        }
+        assert encode_request(request, spider) == codec.encode(expected)
+
+
 def test_callbacks_travel_as_spider_method_names():
     spider = CodecSpider()
     request = Request("http://example.com/", callback=spider.parse_item, errback=spider.on_error)

@@ -54,7 +54,7 @@ class Harness:
         self.spider = StoreSpider.from_crawler(crawler)
         self.stats = crawler.stats
         config, policy, _ = resolve_settings(crawler)
-        reporter = Reporter(self.stats, self.spider)
+        self.reporter = reporter = Reporter(self.stats, self.spider)
         codec = SpiderCodec(self.spider, self.stats, logunser=False)
         self.inflight = InFlight(in_progress=set, in_downloader=set)  # the engine is done
         self.kind = kind
@@ -87,6 +87,11 @@ class Harness:
             )
         self.frontier = build_frontier(config, policy, None, self.store, reporter)
         self.store.restore(self.frontier)
+
+    def stat(self, name: str) -> object:
+        """A stat as the crawl's stats have it once the reporter's counts are added."""
+        self.reporter.flush()
+        return self.stats.get_value(name)
 
     def put(self, url: str) -> bool:
         request = Request(url, callback=self.spider.parse, meta={"mine": 1})
@@ -157,7 +162,7 @@ def test_a_host_given_up_drops_what_it_had_queued_and_refuses_more(kind, tmp_pat
     assert len(h.frontier) == 0
     assert h.kept() in (None, 0)  # the two queued were dropped from the store too
     assert not h.put("http://a.example/late")
-    assert h.stats.get_value("twolevel/dropped/budget") == 3  # two queued, one late
+    assert h.stat("twolevel/dropped/budget") == 3  # two queued, one late
     assert request.url == "http://a.example/0"
     h.close()
 
@@ -197,7 +202,7 @@ def test_the_memory_store_keeps_requests_encoded_and_each_unencodable_one_as_its
     ]
     for request in odd:
         assert h.store.wrap(request) is request
-    assert h.stats.get_value("twolevel/memory_queue/objects") == 4
+    assert h.stat("twolevel/memory_queue/objects") == 4
     # The encoded one comes back equal (a copy: its meta is no longer the shared dict).
     h.store.queue(h.frontier, "a.example", 0.0, h.store.wrap(plain), plain)
     back = h.hand_out()

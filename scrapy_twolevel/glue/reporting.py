@@ -27,12 +27,43 @@ class Reporter:
     def __init__(self, stats: StatsCollector, spider: Spider | None = None) -> None:
         """``spider``: named in the log lines' ``extra``."""
         self.stats = stats
-        # Bound once: Scrapy 2.19's StatsCollector wraps every method looked up on it, which
-        # costs a microsecond per lookup, four times per request here.
-        self.inc = stats.inc_value
+        # Bound once: Scrapy 2.19's StatsCollector wraps every method looked up on it.
+        self._inc_value = stats.inc_value
         self.set = stats.set_value
         self.spider = spider
         self._warned: set[str] = set()
+        self._counts: dict[str, int] = {}
+        self._buffered = True
+
+    def inc(self, key: str, count: int = 1) -> None:
+        """Add ``count`` to the stat ``key``: kept here until :meth:`flush`.
+
+        Why: on Scrapy 2.19 one ``inc_value`` costs 2-3 µs (every attribute read inside
+        the collector goes through a wrapper that raises and catches an exception), and a
+        page takes four of them here (enqueued and dequeued, each twice): a fifth of an
+        enqueue. The scheduler flushes on each ``next_request`` and at close, so the
+        crawl's stats lag by less than one turn of the engine's loop.
+        """
+        if self._buffered:
+            counts = self._counts
+            counts[key] = counts.get(key, 0) + count
+        else:
+            self._inc_value(key, count)
+
+    def flush(self) -> None:
+        """Add the counts kept since the last flush to the crawl's stats."""
+        counts = self._counts
+        if counts:
+            self._counts = {}
+            inc_value = self._inc_value
+            for key, count in counts.items():
+                inc_value(key, count)
+
+    def unbuffer(self) -> None:
+        """Flush, then add every later count at once (the crawl is closing: no later
+        flush would come)."""
+        self.flush()
+        self._buffered = False
 
     def count_once(self, what: str, message: str, subject: object) -> None:
         """Count ``twolevel/<what>``; log the first case (``message`` may use %(request)s)."""
