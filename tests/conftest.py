@@ -27,7 +27,14 @@ import pytest
 LAYERS = ("unit", "glue", "crawl", "redis")
 
 
+#: The order the layers run in: the slow ones first, so that under pytest-xdist a long
+#: crawl does not start last while the other processes have nothing left, and the many
+#: short tests fill the gaps at the end (files keep their order within a layer).
+RUN_ORDER = ("redis", "crawl", "glue", "unit")
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    rank: dict[int, int] = {}
     for item in items:
         layers = {mark.name for mark in item.iter_markers() if mark.name in LAYERS}
         if len(layers) != 1:
@@ -37,6 +44,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                 f"{found}. Put `pytestmark = pytest.mark.<layer>` at the top of its file "
                 "(tests/conftest.py says which layer is which)."
             )
+        rank[id(item)] = RUN_ORDER.index(layers.pop())
+    items.sort(key=lambda item: rank[id(item)])  # stable: a layer's files keep their order
 
 
 @pytest.fixture

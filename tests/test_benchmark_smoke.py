@@ -42,7 +42,7 @@ def test_scheduler_overhead_profiles_one_small_configuration(variant, tmp_path):
 
 
 def test_the_efficiency_simulation_runs_its_quick_size():
-    out = run("efficiency_sim.py", "--quick")  # prints, writes nothing
+    out = run("efficiency_sim.py", "--quick", "--extra-seeds", "1")  # prints, writes nothing
     assert "crawl-capability" in out
 
 
