@@ -47,13 +47,14 @@ if [ $# -eq 0 ]; then
   wait "$COMPAT" || compat_status=$?
   cat "$LOGS/compat.log"
   wait "$LOWEST_INSTALL" || { cat "$LOGS/lowest-install.log"; exit 1; }
-  # On the lowest Scrapy: the files whose tests meet Scrapy's engine, scheduler, downloader,
-  # spider middlewares, start() and commands (the conformance suite and the crawl tests;
-  # docs/compat.rst lists them). LOWEST_TESTS="-m crawl" runs the whole crawl layer there.
+  # On the lowest Scrapy: the conformance suite and the crawl tests, with the files where
+  # Scrapy's versions differ most (start-up and settings, kill -9 and resume, start()) and
+  # one `scrapy twolevel` command (docs/compat.rst). LOWEST_TESTS="-m crawl" runs the whole
+  # crawl layer there.
   # shellcheck disable=SC2086
   .venv-scrapy-lowest/bin/python -m pytest -q -n 4 -p no:cacheprovider ${LOWEST_TESTS:-\
-    tests/test_conformance.py tests/test_crawl.py tests/test_crash.py tests/test_startup.py \
-    tests/test_start_pacing.py tests/test_politeness_crawl.py tests/test_duplicate_links.py \
-    tests/test_disk_faults_crawl.py tests/test_example_project.py tests/test_live_crawl.py}
+    tests/test_conformance.py tests/test_crawl.py tests/test_startup.py tests/test_crash.py \
+    tests/test_start_pacing.py \
+    tests/test_live_crawl.py::test_twolevel_status_reads_the_jobdir_of_a_crawl_killed_with_9}
   [ "$compat_status" -eq 0 ]
 fi

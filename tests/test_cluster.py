@@ -15,6 +15,7 @@ from collections.abc import Callable
 import pytest
 import pytest_twisted
 from scrapy import Request, Spider
+from scrapy.statscollectors import StatsCollector
 from scrapy.utils.test import get_crawler
 from twisted.internet import defer
 
@@ -59,8 +60,8 @@ class Parts:
         waking the engine does (default: count it)."""
         crawler = get_crawler(UnitSpider)
         self.spider = UnitSpider()
-        self.stats = crawler.stats
-        self.reporter = Reporter(self.stats, self.spider)
+        self._stats = crawler.stats
+        self.reporter = Reporter(self._stats, self.spider)
         self.intake = Intake(
             host_of=make_request_host("hostname"),
             quality_of=make_quality("priority"),
@@ -68,7 +69,7 @@ class Parts:
         )
         self.seen = SeenCacheDupeFilter.from_crawler(crawler)
         self.inflight = InFlight(in_progress=lambda: None, in_downloader=lambda: None)
-        self.codec = SpiderCodec(self.spider, self.stats, logunser=False)
+        self.codec = SpiderCodec(self.spider, self._stats, logunser=False)
         self.wakes = 0
         self.stopped: list[str] = []
         config = ClusterConfig.from_settings(
@@ -109,6 +110,13 @@ class Parts:
         self.admission = self.parts.admission
         assert self.parts.cluster is not None
         self.cluster = self.parts.cluster
+
+    @property
+    def stats(self) -> StatsCollector:
+        """The crawl's stats, with the counts the reporter keeps added (as the scheduler
+        does after each next_request)."""
+        self.reporter.flush()
+        return self._stats
 
     @defer.inlineCallbacks
     def leave_and_close(self):
