@@ -259,6 +259,10 @@ class TwoLevelScheduler(BaseScheduler):
         parts = self.parts
         if parts is None:
             return self.df.close(reason)
+        training = None if parts.seeds is None else parts.seeds.training()
+        if training is not None:
+            # A recrawl model being trained: applied, counted and saved before the close.
+            return training.addCallback(lambda _: self.close(reason))
         # First: the distributed mode's last commit needs the frontier's and the engine's
         # view of the leases.
         leaving = parts.leave()

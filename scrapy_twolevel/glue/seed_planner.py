@@ -57,6 +57,7 @@ from typing import TYPE_CHECKING, Any
 from scrapy.http import TextResponse
 from scrapy.utils.job import job_dir
 from scrapy.utils.project import data_path
+from twisted.internet.defer import Deferred
 
 from .. import meta as meta_keys
 from .._engine import peek_meta, wake_engine
@@ -222,7 +223,8 @@ class SeedPlanner:
         )
         self._commit_timer = Timer(self._commit)
         self._deadline_timer = Timer(self._deadline)
-        self._training = False
+        #: Fires when the retraining in flight ends; ``None`` when none is.
+        self._training: Deferred[Any] | None = None
         self._trained_at: float | None = None
         self._replay()
         if self._plans:
@@ -504,7 +506,7 @@ class SeedPlanner:
 
     def _maybe_retrain(self, now: float) -> None:
         interval = self.config.retrain_interval
-        if not interval or self._training:
+        if not interval or self._training is not None:
             return
         if self._trained_at is None:
             self._trained_at = now  # the first retraining waits one interval
@@ -513,15 +515,25 @@ class SeedPlanner:
             return
         from twisted.internet.threads import deferToThread
 
-        self._training, self._trained_at = True, now
+        self._trained_at = now
         self.history.commit()
         if self.history.thread_safe:
             read_events: Callable[[], Iterable[Any]] = self.history.events
         else:  # a SQLite connection stays in its thread: read here
             events = list(self.history.events())
             read_events = lambda: events  # noqa: E731
-        d = deferToThread(self._fit_and_save, read_events, now)
-        d.addCallbacks(self._trained, self._train_failed)
+        self._training = deferToThread(self._fit_and_save, read_events, now)
+        self._training.addCallbacks(self._trained, self._train_failed)
+
+    def training(self) -> Deferred[None] | None:
+        """A Deferred fired when the retraining in flight ends, ``None`` if none is. The
+        scheduler's close waits for it: the model is then applied and counted, and the
+        history its thread may read is not closed under it."""
+        if self._training is None:
+            return None
+        ended: Deferred[None] = Deferred()
+        self._training.addBoth(lambda _: ended.callback(None))
+        return ended
 
     def _fit_and_save(
         self, read_events: Callable[[], Iterable[Any]], now: float
@@ -537,7 +549,7 @@ class SeedPlanner:
         return predictor
 
     def _trained(self, predictor: RecrawlPredictor) -> None:
-        self._training = False
+        self._training = None
         self.planner.set_predictor(predictor)
         self._stats.inc_value("twolevel/recrawl/retrained")
         logger.info(
@@ -547,7 +559,7 @@ class SeedPlanner:
         )
 
     def _train_failed(self, failure: Any) -> None:
-        self._training = False
+        self._training = None
         self._stats.inc_value("twolevel/recrawl/retrain_failed")
         logger.warning("Retraining the recrawl model failed: %s", failure.getErrorMessage())
 
