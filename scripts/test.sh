@@ -18,7 +18,7 @@ if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; the
 fi
 .venv/bin/python -m pip install -q --disable-pip-version-check -e ".[test]"
 LOGS=$(mktemp -d)
-trap 'rm -rf "$LOGS"' EXIT
+trap 'jobs -p | xargs -r kill 2>/dev/null || true; rm -rf "$LOGS"' EXIT
 if [ $# -eq 0 ]; then
   # The lowest Scrapy setup.cfg allows gets a venv of its own, installed while the rest runs
   # (after the main install: both write the checkout's egg-info).
@@ -29,11 +29,8 @@ if [ $# -eq 0 ]; then
       -e ".[test]" "scrapy==$LOWEST"
   ) >"$LOGS/lowest-install.log" 2>&1 &
   LOWEST_INSTALL=$!
-fi
-if [ $# -eq 0 ]; then
   # Scrapy's own crawl tests with our components (docs/compat.rst; the stock outcomes come
-  # from scripts/compat/), on one core beside the lint steps and the suite's start: the
-  # suite alone leaves about a third of the machine idle while it waits on its servers.
+  # from scripts/compat/), beside the lint steps on the other core.
   .venv/bin/python scripts/scrapy_compat.py >"$LOGS/compat.log" 2>&1 &
   COMPAT=$!
 fi
@@ -41,20 +38,28 @@ fi
 .venv/bin/ruff format --check .
 .venv/bin/mypy  # strict over the package (setup.cfg [mypy])
 .venv/bin/python -m sphinx -W -q -b html docs docs/_build/html
-.venv/bin/python -m pytest -q -n "$JOBS" --durations=25 "$@"
 if [ $# -eq 0 ]; then
-  compat_status=0
-  wait "$COMPAT" || compat_status=$?
-  cat "$LOGS/compat.log"
   wait "$LOWEST_INSTALL" || { cat "$LOGS/lowest-install.log"; exit 1; }
-  # On the lowest Scrapy: the conformance suite and the crawl tests, with the files where
-  # Scrapy's versions differ most (start-up and settings, kill -9 and resume, start()) and
-  # one `scrapy twolevel` command (docs/compat.rst). LOWEST_TESTS="-m crawl" runs the whole
-  # crawl layer there.
+  # On the lowest Scrapy, in one process beside the suite (which alone leaves about a
+  # fifth of the two cores idle while it waits on its servers): the conformance suite and
+  # the crawl tests, with the files where Scrapy's versions differ most (start-up and
+  # settings, kill -9 and resume, start()) and one `scrapy twolevel` command
+  # (docs/compat.rst). LOWEST_TESTS="-m crawl" runs the whole crawl layer there.
   # shellcheck disable=SC2086
-  .venv-scrapy-lowest/bin/python -m pytest -q -n 4 -p no:cacheprovider ${LOWEST_TESTS:-\
+  .venv-scrapy-lowest/bin/python -m pytest -q -p no:cacheprovider ${LOWEST_TESTS:-\
     tests/test_conformance.py tests/test_crawl.py tests/test_startup.py tests/test_crash.py \
     tests/test_start_pacing.py \
-    tests/test_live_crawl.py::test_twolevel_status_reads_the_jobdir_of_a_crawl_killed_with_9}
-  [ "$compat_status" -eq 0 ]
+    tests/test_live_crawl.py::test_twolevel_status_reads_the_jobdir_of_a_crawl_killed_with_9} \
+    >"$LOGS/lowest.log" 2>&1 &
+  LOWEST_RUN=$!
 fi
+status=0
+.venv/bin/python -m pytest -q -n "$JOBS" --durations=25 "$@" || status=$?
+if [ $# -eq 0 ]; then
+  wait "$COMPAT" || status=1
+  cat "$LOGS/compat.log"
+  echo "== The crawl tests on Scrapy $LOWEST (.venv-scrapy-lowest) =="
+  wait "$LOWEST_RUN" || status=1
+  cat "$LOGS/lowest.log"
+fi
+exit "$status"
