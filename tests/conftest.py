@@ -18,6 +18,7 @@ talks to Redis. Shared helpers are in ``helpers.py`` (no process) and ``crawl_he
 from __future__ import annotations
 
 import os
+import sys
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -46,6 +47,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             )
         rank[id(item)] = RUN_ORDER.index(layers.pop())
     items.sort(key=lambda item: rank[id(item)])  # stable: a layer's files keep their order
+
+
+@pytest.fixture(autouse=True)
+def reap_nodes() -> Iterator[None]:
+    """Kill the distributed nodes a test started and left running (it failed before they
+    finished): reaped here, not by a later test's garbage collection, which pytest reports
+    as that test's failure."""
+    yield
+    helpers = sys.modules.get("crawl_helpers")  # imported only where nodes are started
+    if helpers is not None:
+        while helpers.STARTED_NODES:
+            helpers.STARTED_NODES.pop().reap()
 
 
 @pytest.fixture

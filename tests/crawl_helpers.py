@@ -148,6 +148,11 @@ def slow_web(hosts=16, pages=30, seed=7):
     )
 
 
+#: Every node process started by the running test: the ``reap_nodes`` fixture (conftest)
+#: kills those still running when the test ends, so a failed test leaves none behind.
+STARTED_NODES: list[Node] = []
+
+
 class Node:
     """One ``scrapy crawl testweb`` process of the example project, as a node of a crawl
     (``spider``: another of its spiders; ``server=None``: the settings name the site)."""
@@ -199,6 +204,7 @@ class Node:
                 stderr=subprocess.PIPE if piped_log else log,
                 env=env,
             )
+        STARTED_NODES.append(self)
         if piped_log:
             self.copier = threading.Thread(target=self._copy_log, daemon=True)
             self.copier.start()
@@ -222,6 +228,15 @@ class Node:
 
     def log(self):
         return self.log_file.read_text()
+
+    def reap(self):
+        """Kill the process if it still runs, and wait for it."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+        if self.copier is not None:
+            self.copier.join(timeout=30)
+            self.proc.stderr.close()
 
     def stats(self):
         assert self.stats_file.exists(), f"{self.name} wrote no stats:\n{self.log()[-3000:]}"

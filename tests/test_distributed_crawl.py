@@ -204,7 +204,7 @@ def test_graceful_leave_hands_buckets_over(tmp_path, web_server, redis_crawl, re
     client, crawl_id = redis_crawl
     web = slow_web(seed=8)
     server = web_server(web)
-    server.hold()  # until the leaver node has joined: it needs 40 responses before the end
+    server.hold()  # until the leaver node has joined: it needs 20 responses before the end
     stay = start_one_by_one(tmp_path, ["n0", "n1"], server, redis_url, crawl_id)
     leaver = Node(
         tmp_path,
@@ -213,11 +213,13 @@ def test_graceful_leave_hands_buckets_over(tmp_path, web_server, redis_crawl, re
         redis_url,
         crawl_id,
         EXTENSIONS={"crawl_helpers.SignalAfterResponses": 1},
-        SIGNAL_AFTER_RESPONSES="40,SIGINT",  # Ctrl-C: Scrapy's graceful stop
+        SIGNAL_AFTER_RESPONSES="20,SIGINT",  # Ctrl-C: Scrapy's graceful stop
     )
     joins_while_held(server, leaver)
     assert leaver.wait() == 0, leaver.log()[-3000:]
     left = leaver.stats()
+    # (Asked to leave after 40 responses, on a loaded CI machine the leaver once finished
+    # its crawl, reason "finished", before its 40th: now 20.)
     assert left["finish_reason"] == "shutdown"
     # The leaver handed its buckets over as it left: the two that stay hold every one.
     # (Read now, from the table: at the crawl's end the first of them to leave hands its
@@ -231,7 +233,7 @@ def test_graceful_leave_hands_buckets_over(tmp_path, web_server, redis_crawl, re
     assert refetches(fetched(server)) == 0
     assert server.stats().overlapping_requests() == 0
     assert all(s["twolevel/redis/buckets_taken"] > 0 for s in stats)
-    assert responses(left) >= 40
+    assert responses(left) >= 20
 
 
 def test_sigkill_mid_crawl_loses_nothing(tmp_path, web_server, redis_crawl, redis_url):

@@ -49,6 +49,7 @@ def test_responses_keep_arriving_while_a_long_start_is_read(tmp_path):
     paced, _ = responses_while_start_is_read(tmp_path, 0.33)
     unpaced, _ = responses_while_start_is_read(tmp_path, 1.0)
     # Measured (16,000 start requests): 776 responses while start() was read paced, none
-    # unpaced (in 1.6 s).
-    assert unpaced < 10  # Scrapy's engine alone: the downloader full, no reactor turn
+    # unpaced (in 1.6 s); on a loaded CI machine, 11 unpaced (the first seeds' answers
+    # arrive before the downloader is full).
     assert paced >= 100
+    assert paced >= 10 * unpaced  # Scrapy's engine alone: the downloader full, no turn
