@@ -45,14 +45,14 @@ if [ $# -eq 0 ]; then
   cat "$LOGS/compat.log"
   wait "$LOWEST_INSTALL" || { cat "$LOGS/lowest-install.log"; exit 1; }
   # On the lowest Scrapy, after the suite (beside it, the suite's timing-sensitive crawls
-  # failed when the machine was slow): the conformance suite and the crawl tests, with the
-  # files where Scrapy's versions differ most (start-up and settings, kill -9 and resume,
-  # start()) and one `scrapy twolevel` command (docs/compat.rst). LOWEST_TESTS="-m crawl"
-  # runs the whole crawl layer there.
+  # failed when the machine was slow): the conformance suite, with the files where
+  # Scrapy's versions differ most (start-up and settings, kill -9 and resume, start()) and
+  # one `scrapy twolevel` command (docs/compat.rst). LOWEST_TESTS="-m crawl" runs the
+  # whole crawl layer there.
   echo "== The crawl tests on Scrapy $LOWEST (.venv-scrapy-lowest) =="
   # shellcheck disable=SC2086
   .venv-scrapy-lowest/bin/python -m pytest -q -n "$JOBS" -p no:cacheprovider ${LOWEST_TESTS:-\
-    tests/test_conformance.py tests/test_crawl.py tests/test_startup.py tests/test_crash.py \
+    tests/test_conformance.py tests/test_startup.py tests/test_crash.py \
     tests/test_start_pacing.py \
     tests/test_live_crawl.py::test_twolevel_status_reads_the_jobdir_of_a_crawl_killed_with_9} \
     || status=1

@@ -32,6 +32,8 @@ LAYERS = ("unit", "glue", "crawl", "redis")
 #: crawl does not start last while the other processes have nothing left, and the many
 #: short tests fill the gaps at the end (files keep their order within a layer).
 RUN_ORDER = ("redis", "crawl", "glue", "unit")
+#: Before them all, the tests marked ``long`` (over 15 s on an idle machine: most of it
+#: waiting for a crawl's clock): started last, one of them alone was the suite's tail.
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -45,7 +47,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                 f"{found}. Put `pytestmark = pytest.mark.<layer>` at the top of its file "
                 "(tests/conftest.py says which layer is which)."
             )
-        rank[id(item)] = RUN_ORDER.index(layers.pop())
+        rank[id(item)] = RUN_ORDER.index(layers.pop()) + (
+            0 if item.get_closest_marker("long") else len(RUN_ORDER)
+        )
     items.sort(key=lambda item: rank[id(item)])  # stable: a layer's files keep their order
 
 

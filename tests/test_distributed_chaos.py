@@ -25,6 +25,7 @@ pytestmark = pytest.mark.redis
 KILLS = {"c0": 2, "c1": 1, "c2": 0}
 
 
+@pytest.mark.long
 def test_kill_9_at_random_moments_and_restarts_under_the_same_id(
     tmp_path, web_server, redis_crawl, redis_url
 ):

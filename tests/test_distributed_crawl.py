@@ -313,6 +313,7 @@ def _process_state(pid):
     return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
 
 
+@pytest.mark.long
 def test_redis_lost_mid_crawl_is_retried_and_loses_nothing(tmp_path, web_server):
     """A private Redis (the shared one serves other tests) is shut down mid-crawl, with its
     data saved, and started again: the node says so once, retries, and finishes."""

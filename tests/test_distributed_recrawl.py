@@ -85,6 +85,7 @@ def news_node(tmp_path, name, redis_url, crawl_id, url, origin, **settings):
     )
 
 
+@pytest.mark.long
 def test_seed_plans_move_to_the_survivor_when_their_holder_is_killed(
     tmp_path: Path, news_site, redis_crawl, redis_url
 ) -> None:

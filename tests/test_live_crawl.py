@@ -42,6 +42,7 @@ def live_crawl(tmp_path):
         stop_live_crawl(proc, server)
 
 
+@pytest.mark.long
 def test_status_and_metrics_show_each_state_and_need_the_token(live_crawl):
     proc, log = live_crawl
     base, token = live_url(log)

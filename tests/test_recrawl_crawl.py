@@ -65,6 +65,7 @@ def fetch_rates(times: list[float], section: str, start: float, end: float) -> t
     return busy / busy_hours, (len(times) - busy) / quiet_hours
 
 
+@pytest.mark.long
 def test_refetches_follow_the_rhythm_learned_by_scrapy_recrawl_train(tmp_path: Path) -> None:
     origin = time.time()
     history_path = tmp_path / "recrawl.sqlite3"
@@ -200,6 +201,7 @@ def write_archive(path: Path, clock: ScaledClock, days: float) -> NewsSite:
     return site
 
 
+@pytest.mark.long
 def test_retraining_during_a_long_crawl_saves_a_model_the_crawl_then_uses(
     tmp_path: Path,
 ) -> None:
