@@ -13,7 +13,8 @@ Where the exact store lives:
   requests, so a killed crawl loses nothing (the scheduler calls :meth:`attach_store`
   before :meth:`open`);
 - with another scheduler and ``JOBDIR``: ``JOBDIR/twolevel/seen.sqlite3``;
-- without ``JOBDIR``: ``TWOLEVEL_SEEN_PATH``, or a temporary file removed at close;
+- without ``JOBDIR``: ``TWOLEVEL_SEEN_PATH``, or a temporary file removed at close (or,
+  after a ``kill -9``, by the next crawl on the machine: :mod:`.storage.temp_files`);
 - in the distributed mode (``TWOLEVEL_REDIS_URL``): always a temporary file, whatever
   ``JOBDIR`` and ``TWOLEVEL_SEEN_PATH`` say. Redis holds the durable copy of each bucket's
   keys and a node loads them with the bucket; keys kept in a local file could outlive a
@@ -45,6 +46,7 @@ from .seen.bloom import BloomFilter, PyBloomLiveFilter, ScalableBloom
 from .seen.cache import make_cache
 from .seen.fingerprints import UrlKeyMemo, key_derivation, key_function
 from .seen.seen_set import SeenSet
+from .storage import temp_files
 from .storage.sqlite import SqliteStore
 
 if TYPE_CHECKING:
@@ -175,9 +177,14 @@ class SeenCacheDupeFilter(BaseDupeFilter):
         elif self.config.path and not self.transient:
             path = Path(self.config.path)
         else:
-            fd, name = tempfile.mkstemp(prefix="twolevel-seen-", suffix=".sqlite3")
-            os.close(fd)
-            path = self._temp_path = Path(name)
+            files, freed = temp_files.sweep()
+            if files:
+                logger.info(
+                    "Removed %(files)d seen-keys file(s), %(mb).1f MB, left in %(dir)s by "
+                    "crawls without JOBDIR that were killed.",
+                    {"files": files, "mb": freed / 1e6, "dir": tempfile.gettempdir()},
+                )
+            path = self._temp_path = temp_files.create()
         self._own = SqliteStore(path, on_error=self._store_failing, on_recover=self._recovered)
         return self._own
 
@@ -252,8 +259,7 @@ class SeenCacheDupeFilter(BaseDupeFilter):
             self._own.close()
             self._own = None
         if self._temp_path is not None:
-            for suffix in ("", "-wal", "-shm", "-journal"):
-                Path(f"{self._temp_path}{suffix}").unlink(missing_ok=True)
+            temp_files.remove(self._temp_path)
             self._temp_path = None
 
     def log(self, request: Request, spider: Spider, *, count: bool = True) -> None:

@@ -4,6 +4,10 @@ fed real Requests, closed and reopened in a JOBDIR."""
 from __future__ import annotations
 
 import hashlib
+import logging
+import subprocess
+import sys
+import tempfile
 
 import pytest
 from scrapy import Request, Spider
@@ -70,6 +74,21 @@ def test_temporary_store_is_removed_at_close_and_a_configured_path_kept(tmp_path
     df, _ = make({"TWOLEVEL_SEEN_PATH": str(path)})
     assert df.request_seen(urls(1)[0]) is True
     df.close("finished")
+
+
+def test_a_file_left_by_a_killed_crawl_is_removed_by_the_next(tmp_path, monkeypatch, caplog):
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # the system's temporary dir
+    killed = subprocess.Popen([sys.executable, "-c", "pass"])  # a crawl that is gone
+    killed.wait()
+    left = tmp_path / f"twolevel-seen-{killed.pid}-abcdefgh.sqlite3"
+    left.write_bytes(b"\0" * 300_000)
+    caplog.set_level(logging.INFO, logger="scrapy_twolevel.dupefilter")
+    df, _ = make()
+    assert not left.exists()
+    assert df._temp_path is not None and df._temp_path.parent == tmp_path
+    assert "Removed 1 seen-keys file(s), 0.3 MB" in caplog.text
+    df.close("finished")
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_projects_fingerprinter_is_used():
