@@ -523,7 +523,14 @@ def run_size(
                 read = start_read(crawl, killed_at)
                 result["resume_check"] = check_resume(web, jobdir, fetched, before, read)
                 again, resumed = run_crawl(
-                    "ours-resume", settings, web, server, workdir, snapshot, args, resume=True
+                    "ours-resume",
+                    {**settings, **args.resume_settings},
+                    web,
+                    server,
+                    workdir,
+                    snapshot,
+                    args,
+                    resume=True,
                 )
                 again.kill()
                 result["resume"] = {
@@ -959,6 +966,16 @@ def main(argv: list[str] | None = None) -> int:
         help="a setting for ours' crawls (VALUE as JSON if it parses), e.g. TWOLEVEL_START_SHARE=1",
     )
     parser.add_argument(
+        "--resume-set",
+        dest="resume_settings",
+        action="append",
+        default=[],
+        type=_setting,
+        metavar="NAME=VALUE",
+        help="a setting for ours' resumed crawl only, over --set's (e.g. a pre-load read "
+        "unpaced with TWOLEVEL_START_SHARE=1, resumed as a user would, with the default)",
+    )
+    parser.add_argument(
         "--no-figure", action="store_true", help="write no PNG (no matplotlib needed)"
     )
     parser.add_argument(
@@ -1005,6 +1022,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     args.ours_settings = dict(args.ours_settings)
+    args.resume_settings = dict(args.resume_settings)
     if args.rerender:
         data = json.loads(args.rerender.read_text(encoding="utf-8"))
         print(write(data, args.rerender.parent, args.rerender.stem))
