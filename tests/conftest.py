@@ -32,8 +32,8 @@ LAYERS = ("unit", "glue", "crawl", "redis")
 #: crawl does not start last while the other processes have nothing left, and the many
 #: short tests fill the gaps at the end (files keep their order within a layer).
 RUN_ORDER = ("redis", "crawl", "glue", "unit")
-#: Before them all, the tests marked ``long`` (over 15 s on an idle machine: most of it
-#: waiting for a crawl's clock): started last, one of them alone was the suite's tail.
+#: Before them all, the tests marked ``long`` (over 15 s on an idle machine, most of it
+#: waiting for a crawl's clock): one of them started late is alone the suite's tail.
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
