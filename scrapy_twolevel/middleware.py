@@ -441,7 +441,8 @@ class HostMetricsMiddleware:
     ) -> Request | None:
         """A failed request leaves no usable connection behind, and costs the host.
 
-        If the scheduler says the host is backed off (it fails as a whole), the request goes
+        If the scheduler says the host is backed off (it fails as a whole), or the request
+        timed out within the shortened time of a host that never answered, the request goes
         back to it without using up an attempt: RetryMiddleware's attempts are for URLs that
         fail on a host that works, and a host that is down for a while must not cost its
         URLs.
@@ -481,7 +482,12 @@ class HostMetricsMiddleware:
             silent=silent,
             request=request,
         )
-        if self._may_send_again(request, backed_off):
+        # A timeout cut short for a host that never answered is this package's choice,
+        # not the URL's failure: its copy uses up no RetryMiddleware attempt either (with
+        # RETRY_TIMES = 2 and a 0.1-s first-answer timeout, a host answering in 0.5 s
+        # lost its seed URL). The doubling bounds it: from DOWNLOAD_TIMEOUT on, a timeout
+        # is not silent, and the host's failure streak backs it off and gives it up.
+        if self._may_send_again(request, backed_off or silent):
             # Queued behind the host's other requests (see Intake.quality): its next probe
             # tries another of its URLs, so one broken URL cannot be probed for ever.
             return self._send_again(request, meta_keys.REQUEUED, "twolevel/failures/sent_again")
