@@ -218,12 +218,9 @@ class Node:
         try:
             code = self.proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()  # reaped here: not left for a later test's garbage collection
+            self.reap()  # here: not left for a later test's garbage collection
             raise AssertionError(f"{self.name} did not finish:\n{self.log()[-3000:]}") from None
-        if self.copier is not None:
-            self.copier.join(timeout=30)
-            self.proc.stderr.close()
+        self._close_log()
         return code
 
     def log(self):
@@ -234,6 +231,10 @@ class Node:
         if self.proc.poll() is None:
             self.proc.kill()
         self.proc.wait()
+        self._close_log()
+
+    def _close_log(self):
+        """With ``piped_log``: the copier has written the whole log; the pipe is closed."""
         if self.copier is not None:
             self.copier.join(timeout=30)
             self.proc.stderr.close()
