@@ -484,9 +484,10 @@ class HostMetricsMiddleware:
         )
         # A timeout cut short for a host that never answered is this package's choice,
         # not the URL's failure: its copy uses up no RetryMiddleware attempt either (with
-        # RETRY_TIMES = 2 and a 0.1-s first-answer timeout, a host answering in 0.5 s
-        # lost its seed URL). The doubling bounds it: from DOWNLOAD_TIMEOUT on, a timeout
-        # is not silent, and the host's failure streak backs it off and gives it up.
+        # RETRY_TIMES = 2 and a 0.1-s first-answer timeout, a host whose answers took over
+        # 0.4 s on a loaded machine lost its seed URL). The doubling bounds it: from
+        # DOWNLOAD_TIMEOUT on, a timeout is not silent, and the host's failure streak backs
+        # it off and gives it up.
         if self._may_send_again(request, backed_off or silent):
             # Queued behind the host's other requests (see Intake.quality): its next probe
             # tries another of its URLs, so one broken URL cannot be probed for ever.
