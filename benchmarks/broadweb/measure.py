@@ -218,9 +218,11 @@ class Profile:
 def classify(path: Path, ours: bool) -> dict[str, Any]:
     """Shares of the samples: GC first (wherever it ran), then the scheduler, then the rest.
 
-    A sample is *gc* when any frame is one of :data:`GC_FRAMES`; else *scheduler* when any
-    frame is in ``scrapy_twolevel`` (ours) or in :data:`STOCK_SCHEDULER_FILES` (stock);
-    else *rest*. ``top`` is the innermost Python frame of the most frequent samples.
+    A sample is *gc* when any frame is one of :data:`GC_FRAMES`; else *scheduler* when the
+    code running is called by ``scrapy_twolevel`` (ours) or :data:`STOCK_SCHEDULER_FILES`
+    (stock), not by the spider's output a middleware of the package iterates
+    (:func:`_in_scheduler`); else *rest*. ``top`` is the innermost Python frame of the most
+    frequent samples.
     """
     counts = Counter({"gc": 0, "scheduler": 0, "rest": 0})
     top: Counter[str] = Counter()
@@ -238,7 +240,7 @@ def classify(path: Path, ours: bool) -> dict[str, Any]:
         names = {f.split(" (", 1)[0] for f in frames}
         if names & GC_FRAMES:
             counts["gc"] += n
-        elif any(m in stack for m in mine):
+        elif _in_scheduler(frames, mine):
             counts["scheduler"] += n
         else:
             counts["rest"] += n
@@ -251,6 +253,26 @@ def classify(path: Path, ours: bool) -> dict[str, Any]:
         "shares": shares,
         "top": [[name, n / total] for name, n in top.most_common(15)] if total else [],
     }
+
+
+#: Frames through which the package's spider middlewares run the code before them (the
+#: spider's callback and ``start()``, the middlewares closer to the spider): not the
+#: scheduler's work.
+UPSTREAM_FRAMES = ("/scrapy/core/spidermw.py", "/scrapy/spidermiddlewares/", "/broadweb/crawl.py")
+
+
+def _in_scheduler(frames: list[str], mine: tuple[str, ...]) -> bool:
+    """Whether the innermost frame that decides is the scheduler's, outermost first: a
+    frame of ``mine`` makes what it calls the scheduler's, a frame of
+    :data:`UPSTREAM_FRAMES` below it hands the sample back (the duplicate-links middleware
+    iterating the spider's output must not count the spider's parsing as its own)."""
+    inside = False
+    for frame in frames:
+        if any(m in frame for m in mine):
+            inside = True
+        elif inside and any(u in frame for u in UPSTREAM_FRAMES):
+            inside = False
+    return inside
 
 
 def _short(frame: str) -> str:
