@@ -45,8 +45,9 @@ second; every time is wall time on this machine):
 - with ``--profile``: ``py-spy record --native`` (``--profile-rate`` Hz) over the load and
   over the window: the share of samples in the garbage collector (native ``gc_collect_*``
   frames), in the scheduler's code (``scrapy_twolevel``, or Scrapy's scheduler, queues and
-  dupefilter for stock) and the rest. py-spy takes a core too: rates are lower when
-  profiled;
+  dupefilter for stock, and what they call, but not the spider's own code that the
+  package's spider middlewares iterate) and the rest. py-spy takes a core too: rates are
+  lower when profiled;
 - with ``--set BROADWEB_CENSUS=SECONDS`` (ours): every SECONDS the crawler writes a
   ``census`` mark to its marks file (kept with ``--keep``): the objects the collector
   tracks, by type, its collections per generation and the seconds they took since the
@@ -124,7 +125,9 @@ DEFINITIONS = {
     "never two at a host)",
     "GC / scheduler share": "with --profile: py-spy samples over the window in the cyclic "
     "garbage collector / in the scheduler's code (scrapy_twolevel for ours; Scrapy's "
-    "scheduler, priority and disk queues and dupefilter for stock), GC counted first",
+    "scheduler, priority and disk queues and dupefilter for stock; with what they call, "
+    "but not the spider's callback or start() that the package's spider middlewares "
+    "iterate), GC counted first",
 }
 
 

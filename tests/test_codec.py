@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+import json
 
 import pytest
 from scrapy import FormRequest, Request, Spider
@@ -44,6 +45,12 @@ def test_round_trip_is_exact(value):
     decoded = codec.decode(codec.encode(value))
     assert decoded == value
     assert type(decoded) is type(value)  # tuples stay tuples, bytes stay bytes
+
+
+@pytest.mark.parametrize("value", VALUES, ids=repr)
+def test_the_prebuilt_encoder_writes_what_the_standard_one_writes(value):
+    standard = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode
+    assert codec.encode(value) == standard(codec._to_jsonable(value)).encode()
 
 
 def test_nested_types_survive():
