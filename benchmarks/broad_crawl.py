@@ -797,6 +797,46 @@ def plot(runs: list[dict[str, Any]], path: Path) -> None:
     report.save_figure(fig, path)
 
 
+#: A window at least this long also gets a figure over time (RSS and pages/s by minute).
+LONG_WINDOW_S = 600
+
+
+def plot_over_time(runs: list[dict[str, Any]], path: Path) -> None:
+    """RSS and pages/s (per minute) against the time since the crawler started: whether
+    memory levels off and the rate holds over a long window."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (rss_ax, rate_ax) = plt.subplots(1, 2, figsize=(13, 4.2))
+    for r in runs:
+        series = r.get("series") or {}
+        t, pages, rss = series.get("t") or [], series.get("pages") or [], series.get("rss_mb")
+        if not t:
+            continue
+        label = f"{LABELS[r['variant']]}, {r['hosts']:,} hosts, {r['pending']:,} pre-loaded"
+        rss_ax.plot([x / 60 for x in t], rss, label=label)
+        minutes, rates, i = [], [], 0
+        for j, x in enumerate(t):
+            if x - t[i] >= 60:
+                minutes.append(x / 60)
+                rates.append((pages[j] - pages[i]) / (x - t[i]))
+                i = j
+        rate_ax.plot(minutes, rates, label=label)
+        if r.get("load_s"):
+            for ax in (rss_ax, rate_ax):
+                ax.axvline((t[-1] - r.get("window_s", 0)) / 60, color="grey", linestyle=":")
+    rss_ax.set_title("crawler RSS, MB (dotted: the window starts)", fontsize=10)
+    rate_ax.set_title("pages/s, per minute", fontsize=10)
+    for ax in (rss_ax, rate_ax):
+        ax.set_xlabel("minutes since the crawler started")
+        ax.grid(alpha=0.3)
+        ax.set_ylim(bottom=0)
+    rss_ax.legend(fontsize=8)
+    report.save_figure(fig, path)
+
+
 def record(
     runs: list[dict[str, Any]],
     sizes: list[dict[str, Any]],
@@ -888,6 +928,10 @@ def write(data: dict[str, Any], out_dir: Path, name: str, *, figure: bool = True
     png = (DOCS_RESULTS if canonical else out_dir) / f"{name}.png"
     if canonical:
         sections.append(("Against the number of hosts", png.name, []))
+    committed = out_dir.resolve() == RESULTS.resolve()
+    over_time = (DOCS_RESULTS if committed else out_dir) / f"{name}_over_time.png"
+    if params["window_s"] >= LONG_WINDOW_S:
+        sections.append(("Over time", over_time.name, []))
     md, inc = report.render(
         "Broad crawls: stock Scrapy and the two-level scheduler, 1,000 to 100,000 hosts",
         intro,
@@ -901,7 +945,10 @@ def write(data: dict[str, Any], out_dir: Path, name: str, *, figure: bool = True
     if canonical:
         report.write_docs_fragment(name, inc)
     if figure:
-        plot(runs, png)
+        if len({r["hosts"] for r in runs}) > 1:
+            plot(runs, png)
+        if params["window_s"] >= LONG_WINDOW_S:
+            plot_over_time(runs, over_time)
     return report.markdown(main_table(runs))
 
 
