@@ -89,6 +89,35 @@ def test_head_sum_tracks_pushes_pops_and_head_size(backend):
     assert q.head_sum() == 7.0
 
 
+def test_a_head_that_holds_every_row_stays_exact_as_rows_are_popped(backend):
+    q = backend.queue("h")
+    q.set_head_size(8)
+    for seq, quality in enumerate([3.0, -1.0, 5.0, 2.0]):
+        q.push(quality, seq, f"{seq}".encode())
+    assert q.head_sum() == 10.0  # -1 counts as 0
+    for expected in (5.0, 2.0, 0.0, 0.0):
+        q.pop()
+        assert q.head_sum() == expected
+
+
+def test_a_pop_from_a_head_that_holds_every_row_reads_only_that_row(tmp_path):
+    """The head's sum is known after such a pop (the popped quality off it): a host of a
+    few URLs, most of a broad crawl's, no longer re-reads its head once per page."""
+    store = SqliteStore(tmp_path / "f.sqlite3")
+    q = store.queue("h", True)
+    q.set_head_size(8)
+    for seq in range(4):
+        q.push(float(seq), seq, f"{seq}".encode())
+    assert q.head_sum() == 6.0
+    statements: list[str] = []
+    store.db.set_trace_callback(statements.append)
+    assert q.pop() == b"3"
+    assert q.head_sum() == 3.0
+    store.db.set_trace_callback(None)
+    assert [s.split()[0] for s in statements] == ["SELECT", "UPDATE"]
+    store.close()
+
+
 def test_clear_empties_the_queue_and_returns_what_the_store_must_be_told(backend):
     q = backend.queue("h")
     for seq in range(5):

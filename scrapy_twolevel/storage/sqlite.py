@@ -532,14 +532,16 @@ class SqliteHostQueue:
         store.wrote()
         self._len -= 1
         last = self._head_last
-        if self._head_sum is None or last is None or self._mem or store.failing:
+        if self._head_sum is None or self._mem or store.failing:
             self._head_sum = None  # recomputed when next asked for
             self._head_last = None
         else:
             # The best row leaves the head and the first row behind it enters: one seek,
-            # not a resum of the head (a session pops after every response).
+            # not a resum of the head (a session pops after every response). A head that
+            # is not full holds every row: the others stay, nothing enters.
             self._head_sum -= max(-negq, 0.0)
-            self._extend_head(last, 1)
+            if last is not None:
+                self._extend_head(last, 1)
         return Leased(seq, bytes(data))
 
     def _extend_head(self, last: tuple[float, int], count: int) -> None:
