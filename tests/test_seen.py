@@ -191,6 +191,27 @@ def test_membership_is_exact_and_records_nothing():
     assert key(1) in bloom_only and key(2) not in bloom_only
 
 
+class LookupCountingStore(MemorySeenStore):
+    def __init__(self):
+        super().__init__()
+        self.lookups = 0
+
+    def __contains__(self, key):
+        self.lookups += 1
+        return super().__contains__(key)
+
+
+def test_a_key_the_store_confirms_is_cached_for_the_next_question():
+    store = LookupCountingStore()
+    seen = SeenSet(LRUCache(4), store, error_rate=0.01, initial_capacity=1000)
+    for i in range(100):
+        seen.test_and_add(key(i))  # key(0) leaves the 4-key cache
+    assert key(0) in seen and store.lookups == 1
+    assert key(0) in seen and store.lookups == 1  # from the cache now
+    assert key(10**6) not in seen  # never seen: not cached either
+    assert seen.counters.tests == 100 and len(seen) == 100
+
+
 class CountingStore(MemorySeenStore):
     """Records how many stored keys each call of the seen set read back."""
 

@@ -196,12 +196,20 @@ class SeenSet:
         return False
 
     def __contains__(self, key: bytes) -> bool:
-        """Whether ``key`` was seen, without recording it (nor counting the test)."""
+        """Whether ``key`` was seen, without recording it (nor counting the test). A key
+        the store confirms enters the cache: the duplicate-links middleware asks for the
+        same navigation links page after page, and the store's answer is the costly one."""
         if self.cache.lookup(key):
             return True
         if key not in self.bloom:
             return False
-        return self.store is None or key in self.store
+        store = self.store
+        if store is None:
+            return True
+        if key in store:
+            self.cache.insert(key)
+            return True
+        return False
 
     def add(self, key: bytes) -> None:
         """Record ``key`` as seen without testing or counting it: a key another process
