@@ -30,7 +30,7 @@ import json
 import logging
 import os
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -38,7 +38,7 @@ from scrapy.dupefilters import BaseDupeFilter
 from scrapy.utils.job import job_dir
 from scrapy.utils.request import RequestFingerprinter, referer_str
 
-from ._engine import fingerprints_by_url_alone, peek_meta
+from ._engine import peek_meta, url_fingerprint_function
 from .components import DUPEFILTER_ROLE
 from .config import SeenConfig
 from .errors import ShapeMismatch, StateError
@@ -80,7 +80,7 @@ class SeenCacheDupeFilter(BaseDupeFilter):
         config: SeenConfig,
         fingerprinter: RequestFingerprinterProtocol,
         uniform_fingerprints: bool,
-        url_memo: bool = False,
+        url_fingerprint: Callable[[str], bytes] | None = None,
         stats: StatsCollector | None = None,
         jobdir: str | None = None,
         debug: bool = False,
@@ -88,13 +88,15 @@ class SeenCacheDupeFilter(BaseDupeFilter):
     ) -> None:
         """``uniform_fingerprints``: the fingerprinter returns cryptographic digests of at
         least 16 bytes (Scrapy's default does), so keys are their first 16 bytes.
-        ``url_memo``: the fingerprint of a GET without a body depends on its URL alone
-        (:func:`~scrapy_twolevel._engine.fingerprints_by_url_alone`), so keys may be
-        remembered by URL."""
+        ``url_fingerprint``: the fingerprinter's fingerprint of a GET without a body,
+        from its URL alone (:func:`~scrapy_twolevel._engine.url_fingerprint_function`),
+        so keys are computed from the URL and remembered by it; ``None``: the
+        fingerprinter is asked for every request."""
         self.config = config
         self.fingerprinter = fingerprinter
         self._key = key_function(uniform_fingerprints)
-        self._memo = UrlKeyMemo(config.cache_size) if url_memo else None
+        self._url_fingerprint = url_fingerprint
+        self._memo = UrlKeyMemo(config.cache_size) if url_fingerprint is not None else None
         self.identity = {
             "format": SEEN_FORMAT,
             "REQUEST_FINGERPRINTER_CLASS": _class_path(fingerprinter),
@@ -125,7 +127,7 @@ class SeenCacheDupeFilter(BaseDupeFilter):
             fingerprinter=fingerprinter,
             # Exactly Scrapy's class: a subclass may return anything.
             uniform_fingerprints=type(fingerprinter) is RequestFingerprinter,
-            url_memo=fingerprints_by_url_alone(fingerprinter),
+            url_fingerprint=url_fingerprint_function(fingerprinter),
             stats=crawler.stats,
             jobdir=jobdir,
             debug=crawler.settings.getbool("DUPEFILTER_DEBUG"),
@@ -223,7 +225,8 @@ class SeenCacheDupeFilter(BaseDupeFilter):
         url = request.url
         key = memo.get(url)
         if key is None:
-            key = self._key(self.fingerprinter.fingerprint(request))
+            assert self._url_fingerprint is not None  # there is a memo only with it
+            key = self._key(self._url_fingerprint(url))
             memo.remember(url, key)
         return key
 

@@ -264,6 +264,43 @@ def test_keys_remembered_by_url_are_the_fingerprints_own():
     assert crawler.stats.get_value("twolevel/seen/url_key_hits") == 1
 
 
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://a.test/",
+        "http://A.TEST:8080/x/../y/./z?b=2&a=1&a=0#frag",
+        "https://bücher.example/straße?q=größe&leer=",
+        "http://a.test/%7euser/a%2fb?x=%20y+z&x=1",
+        "http://a.test/path;params?q",
+        "http://user:pw@a.test/p?\u00e9=\u00e9",
+        "http://[::1]:8000/p",
+    ],
+)
+def test_keys_computed_from_the_url_equal_scrapys_fingerprint(url):
+    """The URL fingerprint is Scrapy's recipe without its per-request cache: for every
+    kind of URL it must give Scrapy's own bytes."""
+    df, crawler = make()
+    first, second = Request(url), Request(url)
+    assert df.request_key(first) == crawler.request_fingerprinter.fingerprint(second)[:16]
+    assert df.request_key(second) == df.request_key(first) and df._memo.hits == 2
+    df.close("finished")
+
+
+def test_a_scrapy_with_another_fingerprint_recipe_gets_its_fingerprinter_asked(monkeypatch):
+    """If Scrapy's recipe changes, the probe URLs disagree and no key is computed from the
+    URL: the fingerprinter is called for every request, as for a project's own."""
+    from scrapy_twolevel import _engine
+
+    assert _engine.url_fingerprint_function(RequestFingerprinter()) is not None
+    monkeypatch.setattr(_engine, "_GET_FINGERPRINT_HEAD", '{"method": "GET", "url": ')
+    assert _engine.url_fingerprint_function(RequestFingerprinter()) is None
+    df, crawler = make()
+    assert df._memo is None
+    request = Request("http://a.test/p")
+    assert df.request_key(request) == crawler.request_fingerprinter.fingerprint(request)[:16]
+    df.close("finished")
+
+
 class LanguageFingerprinter(RequestFingerprinter):
     """A project's subclass of Scrapy's fingerprinter: one page per Accept-Language. It
     inherits Scrapy's private ``_fingerprint``, which the URL memo used to be keyed on."""
