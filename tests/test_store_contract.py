@@ -118,6 +118,34 @@ def test_a_pop_from_a_head_that_holds_every_row_reads_only_that_row(tmp_path):
     store.close()
 
 
+def test_a_head_of_one_row_follows_every_pop(backend):
+    q = backend.queue("h")
+    q.set_head_size(1)
+    for seq, quality in enumerate([2.0, 7.0, -3.0, 4.0]):
+        q.push(quality, seq, f"{seq}".encode())
+    assert q.head_sum() == 7.0
+    for expected in (4.0, 2.0, 0.0, 0.0):
+        q.pop()
+        assert q.head_sum() == expected
+    assert len(q) == 0
+
+
+def test_a_pop_from_a_head_of_one_row_reads_its_successor_in_the_same_statement(tmp_path):
+    store = SqliteStore(tmp_path / "f.sqlite3")
+    q = store.queue("h", True)
+    q.set_head_size(1)
+    for seq in range(3):
+        q.push(float(seq), seq, f"{seq}".encode())
+    assert q.head_sum() == 2.0
+    statements: list[str] = []
+    store.db.set_trace_callback(statements.append)
+    assert q.pop() == b"2" and q.head_sum() == 1.0
+    assert q.pop() == b"1" and q.head_sum() == 0.0
+    store.db.set_trace_callback(None)
+    assert [s.split()[0] for s in statements] == ["SELECT", "UPDATE"] * 2
+    store.close()
+
+
 def test_clear_empties_the_queue_and_returns_what_the_store_must_be_told(backend):
     q = backend.queue("h")
     for seq in range(5):

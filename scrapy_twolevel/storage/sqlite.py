@@ -524,21 +524,31 @@ class SqliteHostQueue:
             return self._mem.pop()
         store = self._store
         store.current()
-        negq, seq, data = store.db.execute(
-            "SELECT negq, seq, data FROM requests WHERE host=? ORDER BY negq, seq LIMIT 1",
-            (self._id,),
-        ).fetchone()
+        exact = self._head_sum is not None and not self._mem and not store.failing
+        # A head of one row (crawl-capability's for a host it knows nothing about: most
+        # hosts of a broad crawl) is followed by the row that replaces it: read both.
+        pair = exact and self._head_size == 1
+        rows = store.db.execute(
+            "SELECT negq, seq, data FROM requests WHERE host=? ORDER BY negq, seq LIMIT ?",
+            (self._id, 2 if pair else 1),
+        ).fetchall()
+        negq, seq, data = rows[0]
         store.write("UPDATE requests SET host = -host WHERE seq=?", (seq,))
         store.wrote()
         self._len -= 1
         last = self._head_last
-        if self._head_sum is None or self._mem or store.failing:
+        if not exact:
             self._head_sum = None  # recomputed when next asked for
             self._head_last = None
+        elif pair:
+            following = rows[1] if len(rows) > 1 else None
+            self._head_sum = max(-following[0], 0.0) if following else 0.0
+            self._head_last = (following[0], following[1]) if following else None
         else:
             # The best row leaves the head and the first row behind it enters: one seek,
             # not a resum of the head (a session pops after every response). A head that
             # is not full holds every row: the others stay, nothing enters.
+            assert self._head_sum is not None
             self._head_sum -= max(-negq, 0.0)
             if last is not None:
                 self._extend_head(last, 1)
