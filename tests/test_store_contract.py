@@ -89,54 +89,39 @@ def test_head_sum_tracks_pushes_pops_and_head_size(backend):
     assert q.head_sum() == 7.0
 
 
-def test_a_head_that_holds_every_row_stays_exact_as_rows_are_popped(backend):
+@pytest.mark.parametrize(
+    ("head_size", "qualities", "sums"),
+    [
+        # A head that holds every row: the others stay, nothing enters (-1 counts as 0).
+        (8, [3.0, -1.0, 5.0, 2.0], [10.0, 5.0, 2.0, 0.0, 0.0]),
+        # A head of one row: the next best row takes its place.
+        (1, [2.0, 7.0, -3.0, 4.0], [7.0, 4.0, 2.0, 0.0, 0.0]),
+    ],
+)
+def test_the_head_sum_stays_exact_as_rows_are_popped(backend, head_size, qualities, sums):
     q = backend.queue("h")
-    q.set_head_size(8)
-    for seq, quality in enumerate([3.0, -1.0, 5.0, 2.0]):
+    q.set_head_size(head_size)
+    for seq, quality in enumerate(qualities):
         q.push(quality, seq, f"{seq}".encode())
-    assert q.head_sum() == 10.0  # -1 counts as 0
-    for expected in (5.0, 2.0, 0.0, 0.0):
-        q.pop()
-        assert q.head_sum() == expected
-
-
-def test_a_pop_from_a_head_that_holds_every_row_reads_only_that_row(tmp_path):
-    """The head's sum is known after such a pop (the popped quality off it): a host of a
-    few URLs, most of a broad crawl's, no longer re-reads its head once per page."""
-    store = SqliteStore(tmp_path / "f.sqlite3")
-    q = store.queue("h", True)
-    q.set_head_size(8)
-    for seq in range(4):
-        q.push(float(seq), seq, f"{seq}".encode())
-    assert q.head_sum() == 6.0
-    statements: list[str] = []
-    store.db.set_trace_callback(statements.append)
-    assert q.pop() == b"3"
-    assert q.head_sum() == 3.0
-    store.db.set_trace_callback(None)
-    assert [s.split()[0] for s in statements] == ["SELECT", "UPDATE"]
-    store.close()
-
-
-def test_a_head_of_one_row_follows_every_pop(backend):
-    q = backend.queue("h")
-    q.set_head_size(1)
-    for seq, quality in enumerate([2.0, 7.0, -3.0, 4.0]):
-        q.push(quality, seq, f"{seq}".encode())
-    assert q.head_sum() == 7.0
-    for expected in (4.0, 2.0, 0.0, 0.0):
+    assert q.head_sum() == sums[0]
+    for expected in sums[1:]:
         q.pop()
         assert q.head_sum() == expected
     assert len(q) == 0
 
 
-def test_a_pop_from_a_head_of_one_row_reads_its_successor_in_the_same_statement(tmp_path):
+@pytest.mark.parametrize("head_size", [1, 8])
+def test_a_pop_reads_its_row_and_what_the_head_needs_in_one_statement(tmp_path, head_size):
+    """The head's sum is known after a pop without reading the head again: for a head
+    that holds every row (a host of a few URLs, most of a broad crawl's) it is the popped
+    quality off it; a head of one row (crawl-capability's for a host it knows nothing
+    about) is followed by the row that takes its place, read with the popped one."""
     store = SqliteStore(tmp_path / "f.sqlite3")
     q = store.queue("h", True)
-    q.set_head_size(1)
+    q.set_head_size(head_size)
     for seq in range(3):
         q.push(float(seq), seq, f"{seq}".encode())
-    assert q.head_sum() == 2.0
+    assert q.head_sum() == (2.0 if head_size == 1 else 3.0)
     statements: list[str] = []
     store.db.set_trace_callback(statements.append)
     assert q.pop() == b"2" and q.head_sum() == 1.0
