@@ -896,6 +896,36 @@ def resume_table(runs: list[dict[str, Any]]) -> report.Table:
     return head, rows
 
 
+#: A long window is also reported in this many equal slices.
+SLICES = 4
+
+
+def slice_table(runs: list[dict[str, Any]]) -> report.Table:
+    """Pages/s and CPU per page in each quarter of the window: whether the rate right after
+    the pre-load (what a short window measures) is the crawl's rate later on."""
+    head = report.columns(
+        "scheduler | hosts | "
+        + " | ".join(f"window {i + 1}/{SLICES}: pages/s, CPU ms/page" for i in range(SLICES))
+    )
+    rows = []
+    for r in runs:
+        series, span = r.get("series") or {}, r.get("window_s")
+        t, pages, cpu = series.get("t") or [], series.get("pages") or [], series.get("cpu_s")
+        if r["failure"] or not t or not span or not cpu:
+            continue
+        end = t[-1]
+        bounds = [end - span + span * i / SLICES for i in range(SLICES + 1)]
+        marks = [min(range(len(t)), key=lambda k, b=b: abs(t[k] - b)) for b in bounds]
+        cells = []
+        for i, j in itertools.pairwise(marks):
+            got = pages[j] - pages[i]
+            rate = got / (t[j] - t[i]) if t[j] > t[i] else None
+            ms = 1000 * (cpu[j] - cpu[i]) / got if got else None
+            cells.append(f"{fmt(rate, '.0f')}, {fmt(ms, '.2f')}")
+        rows.append([LABELS[r["variant"]], f"{r['hosts']:,}", *cells])
+    return head, rows
+
+
 def write(data: dict[str, Any], out_dir: Path, name: str, *, figure: bool = True) -> str:
     """The results JSON, its Markdown, the docs fragment and the figure (for the canonical
     run; another ``--out-dir`` or ``--name`` keeps its figure beside its JSON; none
@@ -931,7 +961,7 @@ def write(data: dict[str, Any], out_dir: Path, name: str, *, figure: bool = True
     committed = out_dir.resolve() == RESULTS.resolve()
     over_time = (DOCS_RESULTS if committed else out_dir) / f"{name}_over_time.png"
     if params["window_s"] >= LONG_WINDOW_S:
-        sections.append(("Over time", over_time.name, []))
+        sections.append(("Over time", over_time.name, [("", slice_table(runs))]))
     md, inc = report.render(
         "Broad crawls: stock Scrapy and the two-level scheduler, 1,000 to 100,000 hosts",
         intro,
