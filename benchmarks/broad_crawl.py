@@ -84,7 +84,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from broadweb.measure import Profile, WebServer, dir_bytes, jobdir_rows, proc_sample
+from broadweb.measure import (
+    WORK_KINDS,
+    Profile,
+    WebServer,
+    classify,
+    dir_bytes,
+    jobdir_rows,
+    proc_sample,
+)
 from broadweb.web import CROSS_HOST_SHARE, LINKS_PER_PAGE, PAGES_PER_START, ZIPF_S, BroadWeb
 from harness import DOCS_RESULTS, RESULTS, report
 from harness.crawl import Snapshot, pythonpath, snapshot_package
@@ -123,6 +131,12 @@ DEFINITIONS = {
     "JOBDIR with the same command: process start to the first request at the server",
     "max in flight/host": "the most requests the server held at once for one host (1: "
     "never two at a host)",
+    "CPU per page by kind of work": "with --profile: the window's CPU ms per page times the "
+    "share of py-spy samples doing each (broadweb/measure.py WORK_KINDS, the first that "
+    "matches: the collector, the scheduler's code as for its share, opening a connection, "
+    "the spider's callback, the HTTP/1.1 download handler, Scrapy's middlewares, its "
+    "engine, scraper and signals; other: the event loop and the rest); connections "
+    "opened and pages answered over the whole crawl, from the server",
     "GC / scheduler share": "with --profile: py-spy samples over the window in the cyclic "
     "garbage collector / in the scheduler's code (scrapy_twolevel for ours; Scrapy's "
     "scheduler, priority and disk queues and dupefilter for stock; with what they call, "
@@ -926,6 +940,46 @@ def slice_table(runs: list[dict[str, Any]]) -> report.Table:
     return head, rows
 
 
+def reclassify(runs: list[dict[str, Any]], workdir: Path) -> None:
+    """Classify each run's kept profiles (``WORKDIR/broad-<hosts>-*/<label>.<phase>.txt``)
+    again, in place."""
+    for r in runs:
+        for phase in r.get("profile") or {}:
+            found = sorted(workdir.glob(f"broad-{r['hosts']}-*/{r['label']}.{phase}.txt"))
+            if found:
+                r["profile"][phase] = classify(found[0], r["variant"] == "ours")
+
+
+def work_table(runs: list[dict[str, Any]]) -> report.Table | None:
+    """CPU ms per page in the window by what the crawler was doing (py-spy's shares of
+    ``classify``'s ``work`` times the run's CPU per page)."""
+    kinds = ["gc", "scheduler", *(kind for kind, _ in WORK_KINDS), "other"]
+    rows = []
+    for r in runs:
+        work = r.get("profile", {}).get("window", {}).get("work")
+        per_page = r.get("cpu_ms_per_page")
+        if not work or not per_page:
+            continue
+        rows.append(
+            [
+                LABELS[r["variant"]],
+                f"{r['hosts']:,}",
+                f"{per_page:.2f}",
+                *(f"{per_page * work.get(k, 0.0):.2f}" for k in kinds),
+                fmt(r.get("connections_opened"), ","),
+                fmt(r.get("pages_total"), ","),
+            ]
+        )
+    if not rows:
+        return None
+    head = report.columns(
+        "scheduler | hosts | CPU ms/page | "
+        + " | ".join(kinds)
+        + " | connections opened | pages answered"
+    )
+    return head, rows
+
+
 def write(data: dict[str, Any], out_dir: Path, name: str, *, figure: bool = True) -> str:
     """The results JSON, its Markdown, the docs fragment and the figure (for the canonical
     run; another ``--out-dir`` or ``--name`` keeps its figure beside its JSON; none
@@ -954,6 +1008,9 @@ def write(data: dict[str, Any], out_dir: Path, name: str, *, figure: bool = True
     profiles = profile_table(runs)
     if profiles:
         sections.append(("Where the crawler's time goes (py-spy)", "", [("", profiles)]))
+    work = work_table(runs)
+    if work:
+        sections.append(("CPU per page by kind of work (window, py-spy)", "", [("", work)]))
     canonical = out_dir.resolve() == RESULTS.resolve() and name == NAME
     png = (DOCS_RESULTS if canonical else out_dir) / f"{name}.png"
     if canonical:
@@ -1095,6 +1152,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep", action="store_true", help="keep JOBDIRs, logs and profiles")
     report.output_options(parser, code="head", name=NAME)
     parser.add_argument(
+        "--reclassify",
+        type=Path,
+        metavar="WORKDIR",
+        help="with --rerender: classify the py-spy profiles kept in WORKDIR (a --keep "
+        "run's) again, as this script now does",
+    )
+    parser.add_argument(
         "--rerender",
         type=Path,
         metavar="JSON",
@@ -1105,6 +1169,8 @@ def main(argv: list[str] | None = None) -> int:
     args.resume_settings = dict(args.resume_settings)
     if args.rerender:
         data = json.loads(args.rerender.read_text(encoding="utf-8"))
+        if args.reclassify:
+            reclassify(data["runs"], args.reclassify)
         print(write(data, args.rerender.parent, args.rerender.stem))
         return 0
 

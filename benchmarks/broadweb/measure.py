@@ -225,6 +225,7 @@ def classify(path: Path, ours: bool) -> dict[str, Any]:
     frequent samples.
     """
     counts = Counter({"gc": 0, "scheduler": 0, "rest": 0})
+    work: Counter[str] = Counter()
     top: Counter[str] = Counter()
     total = 0
     if not path.exists():
@@ -238,6 +239,7 @@ def classify(path: Path, ours: bool) -> dict[str, Any]:
         total += n
         frames = stack.split(";")
         names = {f.split(" (", 1)[0] for f in frames}
+        work[_work(frames, stack, names, mine)] += n
         if names & GC_FRAMES:
             counts["gc"] += n
         elif _in_scheduler(frames, mine):
@@ -251,6 +253,7 @@ def classify(path: Path, ours: bool) -> dict[str, Any]:
     return {
         "samples": total,
         "shares": shares,
+        "work": {k: v / total for k, v in work.items()} if total else {},
         "top": [[name, n / total] for name, n in top.most_common(15)] if total else [],
     }
 
@@ -273,6 +276,52 @@ def _in_scheduler(frames: list[str], mine: tuple[str, ...]) -> bool:
         elif inside and any(u in frame for u in UPSTREAM_FRAMES):
             inside = False
     return inside
+
+
+#: What a sample of the crawler was doing, the first that matches, for ``work`` in
+#: :func:`classify`: the collector, the scheduler's code (as for the shares), opening a
+#: connection (endpoint, TCP connect, name resolution), the spider's callback, the HTTP/1.1
+#: download handler and Twisted's client, Scrapy's middlewares, its engine, scraper and
+#: signals; "other" is the event loop and the rest.
+WORK_KINDS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    (
+        "new connection",
+        (
+            "_newConnection",
+            "HostnameEndpoint",
+            "connectTCP",
+            "TCP4ClientEndpoint",
+            "startConnecting",
+            "doConnect",
+            "resolveHostName",
+            "getaddrinfo",
+        ),
+    ),
+    ("spider callback", ("BroadSpider.parse (",)),
+    ("download handler", ("/http11.py", "/twisted/web/")),
+    ("Scrapy's middlewares", ("/downloadermiddlewares/", "/spidermiddlewares/")),
+    (
+        "engine, scraper, signals",
+        (
+            "/core/engine.py",
+            "/core/scraper.py",
+            "signalmanager",
+            "pydispatch",
+            "/downloader/__init__",
+        ),
+    ),
+)
+
+
+def _work(frames: list[str], stack: str, names: set[str], mine: tuple[str, ...]) -> str:
+    if names & GC_FRAMES:
+        return "gc"
+    if _in_scheduler(frames, mine):
+        return "scheduler"
+    for kind, markers in WORK_KINDS:
+        if any(m in stack for m in markers):
+            return kind
+    return "other"
 
 
 def _short(frame: str) -> str:
