@@ -1011,11 +1011,11 @@ def write(data: dict[str, Any], out_dir: Path, name: str, *, figure: bool = True
     work = work_table(runs)
     if work:
         sections.append(("CPU per page by kind of work (window, py-spy)", "", [("", work)]))
-    canonical = out_dir.resolve() == RESULTS.resolve() and name == NAME
+    committed = out_dir.resolve() == RESULTS.resolve()
+    canonical = committed and name == NAME
     png = (DOCS_RESULTS if canonical else out_dir) / f"{name}.png"
     if canonical:
         sections.append(("Against the number of hosts", png.name, []))
-    committed = out_dir.resolve() == RESULTS.resolve()
     over_time = (DOCS_RESULTS if committed else out_dir) / f"{name}_over_time.png"
     if params["window_s"] >= LONG_WINDOW_S:
         sections.append(("Over time", over_time.name, [("", slice_table(runs))]))

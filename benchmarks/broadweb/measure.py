@@ -239,13 +239,9 @@ def classify(path: Path, ours: bool) -> dict[str, Any]:
         total += n
         frames = stack.split(";")
         names = {f.split(" (", 1)[0] for f in frames}
-        work[_work(frames, stack, names, mine)] += n
-        if names & GC_FRAMES:
-            counts["gc"] += n
-        elif _in_scheduler(frames, mine):
-            counts["scheduler"] += n
-        else:
-            counts["rest"] += n
+        kind = _work(frames, stack, names, mine)
+        work[kind] += n
+        counts[kind if kind in ("gc", "scheduler") else "rest"] += n
         python = [f for f in frames if ".py:" in f]
         if python:
             top[_short(python[-1])] += n
