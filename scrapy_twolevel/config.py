@@ -263,6 +263,7 @@ NOT_NEGATIVE = integer("an integer >= 0", lambda v: v >= 0)
 # The scheduler and the middleware (TwoLevelConfig)
 POLICY = Setting("TWOLEVEL_POLICY", "crawl-capability", _policy)
 MAX_OPEN_HOSTS = Setting("TWOLEVEL_MAX_OPEN_HOSTS", None, optional(AT_LEAST_ONE))
+EXTEND_SESSIONS = Setting("TWOLEVEL_EXTEND_SESSIONS", True, flag)
 REQUESTS_PER_CONNECTION = Setting(
     "TWOLEVEL_DEFAULT_REQUESTS_PER_CONNECTION",
     _COST.default_requests_per_connection,
@@ -456,6 +457,8 @@ class TwoLevelConfig:
     host_budgets: tuple[tuple[str, int], ...] = ()
     #: The collector's young-generation threshold while open (``0``: Python's own).
     gc_threshold: int = 50_000
+    #: A session past its ``P`` goes on while no other host wants its place.
+    extend_sessions: bool = True
 
     def budget(self) -> Callable[[str], int | None] | None:
         """``host -> pages`` for the frontier; ``None`` when no host has a budget."""
@@ -516,6 +519,7 @@ class TwoLevelConfig:
             host_budget=HOST_BUDGET.read(settings),
             host_budgets=tuple(HOST_BUDGETS.read(settings).items()),
             gc_threshold=GC_THRESHOLD.read(settings),
+            extend_sessions=EXTEND_SESSIONS.read(settings),
         )
 
 

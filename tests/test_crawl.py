@@ -120,6 +120,26 @@ def test_addon_alone_activates_everything(tmp_path):
     assert_polite(result)
 
 
+@pytest.mark.parametrize("extend", [True, False])
+def test_sessions_go_on_past_p_while_places_are_free(tmp_path, extend):
+    # 8 hosts, 16 places: no host ever waits for a place, so crawl-capability's sessions
+    # of P = 1 go on over kept-alive connections (frontier._session_goes_on), unless off.
+    web = fast_web(seed=5)
+    settings = {
+        "ADDONS": {"scrapy_twolevel.Addon": 0},
+        "CONCURRENT_REQUESTS": 16,
+        "TWOLEVEL_EXTEND_SESSIONS": extend,
+    }
+    result = crawl(tmp_path, web, settings)
+    stats = result.crawl_stats
+    extensions = stats["twolevel/session_extensions"]
+    assert extensions > 0 if extend else extensions == 0
+    # Every request is in a session: the extended ones make sessions fewer than requests.
+    assert stats["twolevel/session_requests"] - stats["twolevel/sessions"] >= extensions
+    assert result.server.fetch_counts() == {page: 1 for page in web.reachable()}
+    assert_polite(result)
+
+
 def _split_hosts_web(slow_profile, fast_profile, quality=(1.0, 1.0)):
     """Hosts 0-3 slow, 4-7 fast, every home page a seed, so all hosts compete at once."""
     profiles = {i: HostProfile(**slow_profile, quality_scale=quality[0]) for i in range(4)}

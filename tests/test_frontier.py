@@ -617,3 +617,130 @@ def test_a_paced_host_waits_while_others_are_ready_and_is_sent_early_when_none_i
     # Nothing is ready and a connection is free: a's request is sent now, to be held.
     assert f.pop() == ("a", "a2")
     assert f.pop() is None
+
+
+# -- sessions past P while no host wants the place ----------------------------------
+
+KEPT = dict(new_connection=False, served_on_connection=2, closed_by_server=False)
+
+
+def capability(max_open: int, **kwargs: object) -> TwoLevelFrontier:
+    """Crawl-capability with nothing measured: P = 1 (G = 0, not > W)."""
+    return TwoLevelFrontier(CrawlCapability(), PARAMS, max_open, **kwargs)
+
+
+def test_a_session_goes_on_over_its_connection_while_no_host_wants_its_place():
+    records: list = []
+    f = capability(2, on_session_end=records.append)
+    for i in range(3):
+        f.push("a", 1, f"a{i}")
+    f.push("b", 1, "b0")
+    assert f.pop() == ("a", "a0")
+    assert f.host("a").session_budget == 1  # P = 1
+    f.observe("a", Measurement(latency=0.01, **KEPT))
+    f.done("a")
+    # One of two places is taken: "b" can open in the other, so "a" keeps its connection.
+    assert f.pop() == ("a", "a1")
+    assert (f.sessions_ended, f.session_extensions, f.open_hosts) == (0, 1, 1)
+    assert f.pop() == ("b", "b0")  # the free place still goes to the best ranked host
+    f.done("b")
+    f.done("a")
+    assert f.pop() == ("a", "a2")
+    f.done("a")  # drained: the session ends
+    assert [(r.host, r.served, r.budget) for r in records] == [("b", 1, 1), ("a", 3, 3)]
+
+
+def test_a_session_ends_at_p_when_a_ranked_host_waits_for_its_place():
+    f = capability(1)
+    for i in range(2):
+        f.push("a", 1, f"a{i}")
+    f.push("b", 1, "b0")
+    assert f.pop() == ("a", "a0")
+    f.done("a")  # every place taken and "b" waits: P = 1 ends the session
+    assert (f.sessions_ended, f.session_extensions) == (1, 0)
+    assert f.pop() == ("b", "b0")
+
+
+def test_with_one_place_and_no_other_host_the_session_goes_on():
+    f = capability(1)
+    for i in range(2):
+        f.push("a", 1, f"a{i}")
+    f.pop()
+    f.observe("a", Measurement(latency=0.01, **KEPT))
+    f.done("a")
+    assert f.pop() == ("a", "a1")
+    assert (f.sessions_ended, f.session_extensions) == (0, 1)
+
+
+def test_a_session_ends_when_a_ranked_host_has_a_better_next_url():
+    f = capability(2)
+    f.push("a", 5, "a5")
+    f.push("a", 1, "a1")
+    f.push("b", 3, "b3")
+    assert f.pop() == ("a", "a5")
+    f.done("a")  # a's next URL (1) is worse than b's (3): no better URL waits for a
+    assert (f.sessions_ended, f.session_extensions) == (1, 0)
+    assert f.pop() == ("b", "b3")
+
+
+def test_no_extension_for_a_host_that_closes_its_connections():
+    f = capability(2)
+    for i in range(2):
+        f.push("a", 1, f"a{i}")
+    f.pop()
+    closed = dict(new_connection=True, served_on_connection=1, closed_by_server=True)
+    f.observe("a", Measurement(latency=0.01, **closed))
+    assert f.host("a").estimate.keepalive is False
+    f.done("a")  # its next request opens a new connection anyway: nothing to save
+    assert (f.sessions_ended, f.session_extensions) == (1, 0)
+
+
+def test_an_extended_session_stops_at_requests_per_connection():
+    f = capability(2)
+    f.set_estimate("a", replace(HostEstimate.new(PARAMS), requests_per_connection=2))
+    for i in range(4):
+        f.push("a", 1, f"a{i}")
+    served = []
+    for _ in range(2):
+        served.append(f.pop())
+        f.done("a")
+    assert served == [("a", "a0"), ("a", "a1")]
+    # Two served on the connection the host keeps for two: the session ends there.
+    assert (f.sessions_ended, f.session_extensions) == (1, 1)
+
+
+def test_sessions_end_at_p_when_extension_is_off():
+    f = capability(2, extend_sessions=False)
+    for i in range(2):
+        f.push("a", 1, f"a{i}")
+    f.pop()
+    f.observe("a", Measurement(latency=0.01, **KEPT))
+    f.done("a")
+    assert (f.sessions_ended, f.session_extensions) == (1, 0)
+
+
+def test_no_extension_without_a_limit_on_open_hosts():
+    # With no limit the frontier cannot tell whether a place is wanted (the downloader's).
+    f = capability(None)  # type: ignore[arg-type]
+    for i in range(2):
+        f.push("a", 1, f"a{i}")
+    f.pop()
+    f.observe("a", Measurement(latency=0.01, **KEPT))
+    f.done("a")
+    assert (f.sessions_ended, f.session_extensions) == (1, 0)
+
+
+def test_a_paced_host_ends_its_session_even_with_places_free():
+    clock = FakeClock()
+    f = capability(4, clock=clock)
+    for i in range(3):
+        f.push("a", 1, f"a{i}")
+    f.pop()
+    f.observe("a", Measurement(latency=0.01, **{**KEPT, "new_connection": True}))
+    f.done("a")
+    clock.now = 0.1
+    assert f.pop() == ("a", "a1")  # extended: no host wants the place
+    clock.now = 0.61
+    f.observe("a", Measurement(latency=0.51, **KEPT))  # held: the server paces it
+    f.done("a")
+    assert (f.sessions_ended, f.session_extensions) == (1, 1)

@@ -102,6 +102,7 @@ class TwoLevelFrontier:
         budget: Callable[[str], int | None] | None = None,
         on_page: Callable[[str, int], None] | None = None,
         dormant_after: float | None = DORMANT_AFTER,
+        extend_sessions: bool = True,
     ) -> None:
         """``max_open_hosts=None`` opens as many hosts as have URLs (the downloader limits).
 
@@ -117,6 +118,8 @@ class TwoLevelFrontier:
         fetched)`` is called after each page of a host that has a budget, so a store can
         keep the count (:meth:`restore_pages` gives it back). ``dormant_after``: seconds
         a host stays drained and idle before it is packed (``None``: never).
+        ``extend_sessions``: a session that has served its ``P`` URLs goes on while no
+        other host wants its place (see :meth:`_session_goes_on`).
         """
         if max_open_hosts is not None and max_open_hosts < 1:
             raise ValueError(f"max_open_hosts must be >= 1 or None, got {max_open_hosts}")
@@ -144,6 +147,7 @@ class TwoLevelFrontier:
         #: ``(when, key)`` of hosts found drained, oldest first (checked again when due).
         self._drained: deque[tuple[float, str]] = deque()
         self._dormant_after = dormant_after
+        self._extend_sessions = extend_sessions and max_open_hosts is not None
         self._ready: deque[Host] = deque()  # open, idle, with URLs and budget left
         # Unopened hosts whose next session changed since they were last scored; scored
         # once, at the next pop, however many pushes changed them (one heap entry, not one
@@ -154,6 +158,8 @@ class TwoLevelFrontier:
         #: Finished sessions and the requests they served (for stats).
         self.sessions_ended = 0
         self.session_requests = 0
+        #: Requests served past a session's ``P`` because no other host wanted its place.
+        self.session_extensions = 0
         #: Failures reported, sessions ended by them, hosts given up, URLs dropped with them.
         self.failures = 0
         self.failed_sessions = 0
@@ -264,12 +270,17 @@ class TwoLevelFrontier:
             return
         host.busy = False
         over = (
-            host.session_served >= host.session_budget
-            or not len(host.queue)
+            not len(host.queue)
             # paced: the server would hold the next one (see _end_session)
             or host.ready_at - PACE_LEAD > self._clock()
             or host.retry_at  # must wait (refused, or its gap between requests)
         )
+        if not over and host.session_served >= host.session_budget:
+            if self._session_goes_on(host):
+                host.session_budget += 1
+                self.session_extensions += 1
+            else:
+                over = True
         if self._failures_end_session(host) or (over and host.probe_failed()):
             self._end_session(host, failed=True)
         elif over:
@@ -586,6 +597,32 @@ class TwoLevelFrontier:
             host.paced_until = host.ready_at - PACE_LEAD
             heapq.heappush(self._paced, (host.paced_until, self._sequence.next(), host.key))
         self._rank(host)
+
+    def _session_goes_on(self, host: Host) -> bool:
+        """Whether a session that has served its ``P`` URLs serves one more.
+
+        ``P = 1`` (crawl-capability, unless a session was measured to save host time) keeps
+        a place free for a better host; but where no host waits for a place (fewer hosts
+        open than ``max_open_hosts``, or none ranked), ending the session frees nothing,
+        and the next request to this host, sent later over a new connection, costs a
+        connection's set-up on both sides. At 100,000 hosts a host comes up again long
+        after the server closed its idle connection, so every page paid one. So the session
+        goes on, over its kept-alive connection, while: no host wants its place; the host
+        keeps connections alive and has served fewer than ``RequestsPerConnection`` in it;
+        it is not failing; and its next URL is at least as good as the next URL of the best
+        ranked host (no better URL waits for it).
+        """
+        if not self._extend_sessions:
+            return False
+        if self._open >= self._max_open and self._hosts_waiting():
+            return False  # its place is wanted
+        estimate = host.estimate
+        if not estimate.keepalive or host.failures or host.failed_sessions:
+            return False
+        if host.session_served >= estimate.batch_size(host.session_served + len(host.queue)):
+            return False
+        best = self._ranking.peek_best()
+        return best is None or host.queue.best_quality() >= best.queue.best_quality()
 
     def _failures_end_session(self, host: Host) -> bool:
         return host.failures >= self.failure_policy.session_failures

@@ -49,6 +49,17 @@ class HostRanking:
             host.rank_token = -1
             self._live -= 1
 
+    def peek_best(self) -> Host | None:
+        """The best-ranked host, left in the ranking (stale entries on top are dropped)."""
+        heap = self._heap
+        while heap:
+            entry = heap[0]
+            host = self._hosts.get(entry[2])
+            if host is not None and host.rank_token == entry[1]:
+                return host
+            heapq.heappop(heap)
+        return None
+
     def pop_best(self, skip: Callable[[str], bool] | None = None) -> Host | None:
         """The best-ranked host, taken out of the ranking; hosts for which ``skip(key)``
         holds (open in another frontier) keep their entries and places."""

@@ -426,6 +426,10 @@ class TopicFrontier:
     def session_requests(self) -> int:
         return sum(f.session_requests for f in self.frontiers.values())
 
+    @property
+    def session_extensions(self) -> int:
+        return sum(f.session_extensions for f in self.frontiers.values())
+
     def close(self) -> None:
         for frontier in self.frontiers.values():
             frontier.close()

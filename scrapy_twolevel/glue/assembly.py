@@ -155,6 +155,7 @@ def build_frontier(
             on_dropped=store.discard,
             min_gap=config.host_delay,
             budget=config.budget(),
+            extend_sessions=config.extend_sessions,
             **shared,
         )
 

@@ -121,6 +121,7 @@ class Reporter:
         # of the dequeue time when sessions are short.
         self.set("twolevel/sessions", frontier.sessions_ended)
         self.set("twolevel/session_requests", frontier.session_requests)
+        self.set("twolevel/session_extensions", frontier.session_extensions)
         refusing = sorted(
             (h for h in frontier.hosts() if h.estimate.refusals), key=lambda h: -h.estimate.refusals
         )
