@@ -744,3 +744,28 @@ def test_a_paced_host_ends_its_session_even_with_places_free():
     f.observe("a", Measurement(latency=0.51, **KEPT))  # held: the server paces it
     f.done("a")
     assert (f.sessions_ended, f.session_extensions) == (1, 1)
+
+
+def test_a_host_of_heavy_pages_ends_its_session_for_a_better_use_of_the_crawlers_cpu():
+    f = capability(2)
+    # a: next URL 4, 0.04 s of the crawler's CPU per page: 100 per second of CPU.
+    # b: next URL 3, 0.01 s per page: 300 per second. b is the better use of the CPU.
+    f.set_estimate("a", replace(HostEstimate.new(PARAMS), processing_time=0.04))
+    f.set_estimate("b", replace(HostEstimate.new(PARAMS), processing_time=0.01))
+    f.push("a", 9, "a9")
+    f.push("a", 4, "a4")
+    f.push("b", 3, "b3")
+    assert f.pop() == ("a", "a9")
+    f.done("a")
+    assert (f.sessions_ended, f.session_extensions) == (1, 0)
+    # The same, with b's pages as heavy as a's: 4 / 0.04 >= 3 / 0.04, a goes on.
+    g = capability(2)
+    g.set_estimate("a", replace(HostEstimate.new(PARAMS), processing_time=0.04))
+    g.set_estimate("b", replace(HostEstimate.new(PARAMS), processing_time=0.04))
+    g.push("a", 9, "a9")
+    g.push("a", 4, "a4")
+    g.push("b", 3, "b3")
+    assert g.pop() == ("a", "a9")
+    g.done("a")
+    assert (g.sessions_ended, g.session_extensions) == (0, 1)
+    assert g.pop() == ("a", "a4")

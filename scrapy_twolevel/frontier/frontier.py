@@ -609,8 +609,10 @@ class TwoLevelFrontier:
         after the server closed its idle connection, so every page paid one. So the session
         goes on, over its kept-alive connection, while: no host wants its place; the host
         keeps connections alive and has served fewer than ``RequestsPerConnection`` in it;
-        it is not failing; and its next URL is at least as good as the next URL of the best
-        ranked host (no better URL waits for it).
+        it is not failing; and its next URL gathers at least as much quality per second of
+        the crawler's CPU as the best ranked host's next URL would (where places are free,
+        the crawler's CPU is what a request spends: a host of heavy pages does not go on
+        ahead of a better use of it).
         """
         if not self._extend_sessions:
             return False
@@ -622,7 +624,18 @@ class TwoLevelFrontier:
         if host.session_served >= estimate.batch_size(host.session_served + len(host.queue)):
             return False
         best = self._ranking.peek_best()
-        return best is None or host.queue.best_quality() >= best.queue.best_quality()
+        if best is None:
+            return True
+        # q / X >= q_best / X_best, multiplied out; negative qualities count as 0, as in
+        # crawl-capability's sum. X is 0 until measured: two such hosts cost alike.
+        quality, best_quality = (
+            max(0.0, host.queue.best_quality()),
+            max(0.0, best.queue.best_quality()),
+        )
+        cpu, best_cpu = estimate.processing_time, best.estimate.processing_time
+        if not (cpu or best_cpu):
+            return quality >= best_quality
+        return quality * best_cpu >= best_quality * cpu
 
     def _failures_end_session(self, host: Host) -> bool:
         return host.failures >= self.failure_policy.session_failures
