@@ -53,9 +53,7 @@ class HostRanking:
         """The best-ranked host, left in the ranking (stale entries on top are dropped)."""
         heap = self._heap
         while heap:
-            entry = heap[0]
-            host = self._hosts.get(entry[2])
-            if host is not None and host.rank_token == entry[1]:
+            if (host := self._live_host(heap[0])) is not None:
                 return host
             heapq.heappop(heap)
         return None
@@ -68,8 +66,8 @@ class HostRanking:
         best = None
         while heap:
             entry = heapq.heappop(heap)
-            host = self._hosts.get(entry[2])
-            if host is None or host.rank_token != entry[1]:
+            host = self._live_host(entry)
+            if host is None:
                 continue  # stale (a host packed since is not ranked)
             if skip is not None and skip(host.key):
                 skipped.append(entry)
@@ -82,10 +80,12 @@ class HostRanking:
             self.remove(best)
         return best
 
+    def _live_host(self, entry: tuple[float, int, str]) -> Host | None:
+        """The host of a heap entry, or ``None`` if the entry is stale."""
+        host = self._hosts.get(entry[2])
+        return host if host is not None and host.rank_token == entry[1] else None
+
     def _compact(self) -> None:
-        hosts = self._hosts
-        live = [
-            e for e in self._heap if (h := hosts.get(e[2])) is not None and h.rank_token == e[1]
-        ]
+        live = [e for e in self._heap if self._live_host(e) is not None]
         heapq.heapify(live)
         self._heap = live
