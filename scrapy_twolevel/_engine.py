@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import weakref
 from collections.abc import Callable, Collection, Container, Mapping
 from types import MappingProxyType
@@ -220,18 +221,41 @@ def fingerprints_by_url_alone(fingerprinter: object) -> bool:
 #: for a GET without a body and without headers asked for, all but the URL are constant.
 _GET_FINGERPRINT_HEAD = '{"body": "", "headers": {}, "method": "GET", "url": '
 #: URLs on which :func:`url_fingerprint_function` checks its recipe against Scrapy's
-#: (percent-escapes, a query to sort, a fragment, a port, non-ASCII host and path).
+#: (percent-escapes, a query to sort, a fragment, a port, non-ASCII host and path; the last
+#: two are already canonical, see :func:`is_canonical`).
 _FINGERPRINT_PROBES = (
     "http://Example.COM:8080/a%7eb/c d?z=1&a=%2F&a=0#fragment",
     "https://bücher.example/straße?q=größe",
     "http://h1.example.com/p/42",
+    "https://h1.example.com:8443/a-b/c_d.e~f/",
 )
+
+
+#: URLs that ``canonicalize_url`` returns unchanged: http(s), a lower-case ASCII host name,
+#: an optional port without leading zeros, a path of unreserved characters, no query and no
+#: fragment. Most links of a broad crawl look like this, and the check costs a tenth of
+#: ``canonicalize_url`` (~0.2 against ~2.8 µs), the biggest part of a new link's key.
+_ALREADY_CANONICAL = re.compile(
+    r"https?://[a-z0-9.\-]+(?::[1-9][0-9]{0,4})?/[A-Za-z0-9\-._~/]*"
+).fullmatch
+
+
+def is_canonical(url: str) -> bool:
+    """Whether ``canonicalize_url(url) == url`` is known without calling it (``False``
+    means "ask it"). A path with a dot segment (``/./``, ``/../``) is asked, and so is a
+    port above 65535."""
+    match = _ALREADY_CANONICAL(url)
+    if match is None or "/." in url:
+        return False
+    colon = url.find(":", 6)
+    return colon < 0 or int(url[colon + 1 : url.index("/", colon)]) <= 65535
 
 
 def _get_fingerprint(url: str) -> bytes:
     from w3lib.url import canonicalize_url
 
-    text = _GET_FINGERPRINT_HEAD + json.dumps(canonicalize_url(url)) + "}"
+    canonical = url if is_canonical(url) else canonicalize_url(url)
+    text = _GET_FINGERPRINT_HEAD + json.dumps(canonical) + "}"
     return hashlib.sha1(text.encode()).digest()  # Scrapy's recipe
 
 

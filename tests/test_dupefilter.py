@@ -325,3 +325,68 @@ def test_a_projects_fingerprinter_gets_no_url_memo():
     df, _ = make({"REQUEST_FINGERPRINTER_CLASS": QueryBlindFingerprinter})
     assert df._memo is None
     df.close("finished")
+
+
+#: URLs near the edge of ``is_canonical``: each either takes the shortcut and is returned
+#: unchanged by ``canonicalize_url``, or is handed to it.
+EDGE_URLS = (
+    "http://h1.broad.test:8123/p/42",
+    "https://a.example/",
+    "http://a.example",
+    "HTTP://a.example/",
+    "http://A.example/",
+    "http://a.example:80/",
+    "http://a.example:0080/",
+    "http://a.example:65535/x",
+    "http://a.example:65536/x",
+    "http://a.example:99999/x",
+    "http://a.example/a/./b",
+    "http://a.example/a/../b",
+    "http://a.example/a/..",
+    "http://a.example/.well-known/x",
+    "http://a.example/a//b",
+    "http://a.example/~user/a-b_c.d",
+    "http://a.example/a%7Eb",
+    "http://a.example/a?b=1",
+    "http://a.example/a#b",
+    "http://a..example/",
+    "http://-a.example/",
+    "http://xn--bcher-kva.example/",
+    "http://xn--a.example/",
+    "http://" + "a" * 70 + ".example/",
+    "http://1.2.3.4/p",
+    "http://a.example/a b",
+    "ftp://a.example/",
+)
+
+
+def test_urls_taken_as_canonical_are_those_canonicalize_url_leaves_alone():
+    """The shortcut in the URL fingerprint may only skip ``canonicalize_url`` where it
+    would return the URL unchanged: checked on edge cases and on 20,000 URLs drawn from
+    an alphabet that reaches every branch; the key is Scrapy's fingerprint."""
+    import random
+
+    from w3lib.url import canonicalize_url
+
+    from scrapy_twolevel._engine import _get_fingerprint, is_canonical
+
+    taken = 0
+    rng = random.Random(7)
+    alphabet = "aZ09.-_~/%:?#@ .."
+    drawn = [
+        rng.choice(("http://", "https://", "Http://"))
+        + "".join(rng.choice("ab1.-X") for _ in range(rng.randint(1, 6)))
+        + rng.choice(("", ":80", ":8080", ":070000", ":"))
+        + "/"
+        + "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 12)))
+        for _ in range(20_000)
+    ]
+    fingerprinter = RequestFingerprinter()
+    for url in EDGE_URLS + tuple(drawn):
+        if is_canonical(url):
+            taken += 1
+            assert canonicalize_url(url) == url, url
+            assert _get_fingerprint(url) == fingerprinter.fingerprint(Request(url)), url
+    assert is_canonical(EDGE_URLS[0]) and not is_canonical("http://a.example/a/./b")
+    assert not is_canonical("http://a.example:65536/x") and not is_canonical("http://a.example")
+    assert taken > 500  # the draw reaches the shortcut, not only the slow path
