@@ -40,7 +40,6 @@ import argparse
 import json
 import os
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -53,6 +52,7 @@ from typing import Any
 import harness
 from harness import BENCH as HERE
 from harness import DOCS_RESULTS, RESULTS, ROOT
+from harness.redis_server import PrivateRedis
 from harness.report import columns, save_figure
 
 harness.use_checkout()
@@ -79,56 +79,6 @@ VARIANT_SETTINGS: dict[str, dict[str, Any]] = {
         "DOWNLOADER_MIDDLEWARES": {},
     },
 }
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class PrivateRedis:
-    """A ``redis-server`` of the benchmark's own, keeping nothing on disk."""
-
-    def __init__(self, workdir: Path) -> None:
-        import redis
-
-        self.port = free_port()
-        self.proc = subprocess.Popen(
-            [
-                "redis-server",
-                "--port",
-                str(self.port),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-                "--dir",
-                str(workdir),
-            ],
-            stdout=subprocess.DEVNULL,
-        )
-        self.client = redis.Redis(port=self.port)
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                self.client.ping()
-                break
-            except redis.ConnectionError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.05)
-        self.url = f"redis://127.0.0.1:{self.port}/0"
-
-    def info(self) -> tuple[int, int]:
-        info = self.client.info()
-        return int(info["total_commands_processed"]), int(info["used_memory"])
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        self.proc.wait(timeout=30)
 
 
 class MemoryPeak(threading.Thread):

@@ -12,7 +12,10 @@ default scheduler and a clairvoyant reference, in one run:
   against a fresh nginx, with ``CONCURRENT_REQUESTS = 8`` and one request per host
   (``CONCURRENT_REQUESTS_PER_DOMAIN = 1``): Scrapy 2.19's defaults (``scrapy``), the
   add-on with each policy (``ADDONS = {"scrapy_twolevel.Addon": 0}``, ``TWOLEVEL_POLICY``),
-  and crawl-capability without the duplicate-links middleware (what that middleware adds).
+  and crawl-capability without the duplicate-links middleware (what that middleware adds);
+  on request (``--variants``), crawl-capability with sessions that end at P, and
+  crawl-capability in two processes of one distributed crawl on a private
+  ``redis-server``, 4 connections each (whether the machine's second core helps).
 - **two regimes**: *politeness-bound* (36 to 600 requests per minute per host; every crawl
   stopped after ``--window`` seconds) and *CPU-bound* (the same rates x 20, so that the
   crawler's CPU sets the pace, not the largest site's rate; crawls run to the end, or
@@ -41,6 +44,7 @@ from typing import Any
 from harness import DOCS_RESULTS, RESULTS, report
 from harness.crawl import pythonpath
 from harness.env import environment
+from harness.redis_server import PrivateRedis
 from realweb import clairvoyant, corpus, judge, servers
 from scrapy_twolevel.components import DUPLICATE_LINKS_PATH
 
@@ -54,6 +58,11 @@ VARIANTS = ("scrapy", *POLICIES, WITHOUT_EARLY_DROP)
 #: crawl-capability whose sessions end at P (TWOLEVEL_EXTEND_SESSIONS = False): what the
 #: extension past P changes. Run on request (--variants), not by default.
 SESSIONS_END_AT_P = "crawl-capability-sessions-end-at-p"
+#: crawl-capability in two processes of one distributed crawl (a private redis-server),
+#: half the connections each, so 8 in all as for every other variant: whether a crawl
+#: bound by the crawler's CPU gains from the machine's second core. Run on request.
+TWO_NODES = "crawl-capability-two-nodes"
+NODES = 2
 REGIMES = {"politeness": 1.0, "cpu": 20.0}  # rate scale
 PRIORITY_SCALE = 1_000_000
 TARGETS = {
@@ -91,6 +100,9 @@ def variant_settings(variant: str, close_after: float) -> dict[str, Any]:
     if variant == SESSIONS_END_AT_P:
         settings["TWOLEVEL_EXTEND_SESSIONS"] = False
         variant = "crawl-capability"
+    if variant == TWO_NODES:
+        settings["CONCURRENT_REQUESTS"] = CONNECTIONS // NODES
+        variant = "crawl-capability"
     if variant != "scrapy":
         settings["ADDONS"] = {"scrapy_twolevel.Addon": 0}
         settings["TWOLEVEL_POLICY"] = variant
@@ -105,31 +117,82 @@ def run_crawl(
     priorities: dict[str, dict[str, int]],
     close_after: float,
 ) -> dict[str, Any]:
-    config = workdir / f"{variant}.config.json"
-    output = workdir / f"{variant}.result.json"
-    output.unlink(missing_ok=True)
-    config.write_text(
-        json.dumps(
+    """One crawl process (two nodes on a private Redis for :data:`TWO_NODES`): its stats,
+    CPU seconds (summed over nodes) and wall seconds (the longest node's)."""
+    settings = variant_settings(variant, close_after)
+    if variant != TWO_NODES:
+        return _run_nodes(workdir, variant, [settings], seeds, priorities, close_after)[0]
+    with PrivateRedis(workdir) as redis:
+        nodes = [
             {
-                "settings": variant_settings(variant, close_after),
-                "seeds": seeds,
-                "priorities": priorities,
-                "output": str(output),
+                **settings,
+                "TWOLEVEL_REDIS_URL": redis.url,
+                "TWOLEVEL_CRAWL_ID": "realweb",
+                "TWOLEVEL_NODE_ID": f"node{i}",
             }
+            for i in range(NODES)
+        ]
+        results = _run_nodes(workdir, variant, nodes, seeds, priorities, close_after)
+    stats: dict[str, Any] = {}
+    for result in results:
+        for key, value in result["stats"].items():
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                stats[key] = stats.get(key, 0) + value
+            else:
+                stats.setdefault(key, value)
+    return {
+        "stats": stats,
+        "cpu_s": sum(r["cpu_s"] for r in results),
+        "wall_s": max(r["wall_s"] for r in results),
+        "nodes_cpu_s": [round(r["cpu_s"], 2) for r in results],
+    }
+
+
+def _run_nodes(
+    workdir: Path,
+    variant: str,
+    node_settings: list[dict[str, Any]],
+    seeds: list[str],
+    priorities: dict[str, dict[str, int]],
+    close_after: float,
+) -> list[dict[str, Any]]:
+    """Start one ``realweb.crawl`` process per settings, together; wait for all."""
+    procs = []
+    for i, settings in enumerate(node_settings):
+        name = variant if len(node_settings) == 1 else f"{variant}.node{i}"
+        config = workdir / f"{name}.config.json"
+        output = workdir / f"{name}.result.json"
+        output.unlink(missing_ok=True)
+        config.write_text(
+            json.dumps(
+                {
+                    "settings": settings,
+                    "seeds": seeds,
+                    "priorities": priorities,
+                    "output": str(output),
+                }
+            )
         )
-    )
-    log = workdir / f"{variant}.log"
-    with open(log, "w") as stderr:
-        proc = subprocess.run(
-            [sys.executable, "-m", "realweb.crawl", str(config)],
-            stderr=stderr,
-            stdout=subprocess.DEVNULL,
-            env=pythonpath(HERE),
-            timeout=close_after + 600,
-        )
-    if proc.returncode != 0 or not output.exists():
-        raise RuntimeError(f"{variant} failed:\n{log.read_text()[-3000:]}")
-    return json.loads(output.read_text())
+        log = workdir / f"{name}.log"
+        with open(log, "w") as stderr:  # the child keeps its own copy
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "realweb.crawl", str(config)],
+                stderr=stderr,
+                stdout=subprocess.DEVNULL,
+                env=pythonpath(HERE),
+            )
+        procs.append((proc, output, log))
+    results = []
+    for proc, output, log in procs:
+        try:
+            code = proc.wait(timeout=close_after + 600)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            code = proc.wait()
+        if code != 0 or not output.exists():
+            raise RuntimeError(f"{variant} failed:\n{log.read_text()[-3000:]}")
+        results.append(json.loads(output.read_text()))
+    return results
 
 
 def run_regime(
@@ -181,6 +244,8 @@ def run_regime(
         summary["cpu_ms_per_page"] = round(1000 * result["cpu_s"] / max(1, verdict.pages), 3)
         summary["nginx_cpu_s"] = round(nginx_cpu, 2)
         summary["finish_reason"] = result["stats"].get("finish_reason")
+        if "nodes_cpu_s" in result:
+            summary["nodes_cpu_s"] = result["nodes_cpu_s"]
         runs[variant] = {
             "summary": summary,
             "curve": _thin(verdict.curve),
