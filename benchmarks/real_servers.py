@@ -21,7 +21,9 @@ default scheduler and a clairvoyant reference, in one run:
   crawler's CPU sets the pace, not the largest site's rate; crawls run to the end, or
   ``--cpu-window``).
 - **the reference**: the clairvoyant schedule (:mod:`realweb.clairvoyant`), simulated on the
-  same graph, rates and sizes with the same 8 connections.
+  same graph, rates and sizes with the same 8 connections; and, when crawl-capability ran,
+  the same with one core paying the CPU per page and per byte fitted on its crawl
+  (:mod:`realweb.cpu_model`).
 
 Set-up (root, once; nginx and the 28 documentation packages, ~410 MiB)::
 
@@ -45,7 +47,7 @@ from harness import DOCS_RESULTS, RESULTS, report
 from harness.crawl import pythonpath
 from harness.env import environment
 from harness.redis_server import PrivateRedis
-from realweb import clairvoyant, corpus, judge, servers
+from realweb import clairvoyant, corpus, cpu_model, judge, servers
 from scrapy_twolevel.components import DUPLICATE_LINKS_PATH
 
 HERE = Path(__file__).resolve().parent
@@ -228,6 +230,7 @@ def run_regime(
     index_of = {name: site["index"] for name, site in data["sites"].items()}
     close_after = window if window is not None else 1800.0
     runs: dict[str, Any] = {}
+    model: cpu_model.CpuModel | None = None  # fitted on crawl-capability's crawl
     for variant in variants:
         rundir = workdir / regime / variant
         with servers.Nginx(rundir, sites, profiles, refuse) as nginx:
@@ -237,7 +240,11 @@ def run_regime(
                 rundir, variant, nginx, nginx.seeds(index_of), priorities, close_after
             )
             nginx_cpu = nginx.cpu_seconds() - cpu_before
-        verdict = judge.judge(judge.read_log(nginx.log), quality, window)
+        requests = judge.read_log(nginx.log)
+        verdict = judge.judge(requests, quality, window)
+        origin = judge.origin(nginx.log)
+        if variant == "crawl-capability" and origin is not None and result.get("cpu_series"):
+            model = cpu_model.fit(result["cpu_series"], requests, origin)
         summary = verdict.summary(window)
         summary["crawler_cpu_s"] = round(result["cpu_s"], 2)
         summary["crawler_wall_s"] = round(result["wall_s"], 2)
@@ -268,8 +275,9 @@ def run_regime(
     horizon = (
         window if window is not None else max(r["summary"]["last_end_s"] for r in runs.values())
     )
-    reference = clairvoyant.schedule(data, [s.name for s in sites], profiles, CONNECTIONS, horizon)
-    return {
+    names = [s.name for s in sites]
+    reference = clairvoyant.schedule(data, names, profiles, CONNECTIONS, horizon)
+    result = {
         "profiles": servers.profiles_table(sites, profiles),
         "window_s": window,
         "runs": runs,
@@ -278,6 +286,18 @@ def run_regime(
             "summary": _reference_summary(reference, window),
         },
     }
+    if model is not None:
+        with_cpu = clairvoyant.schedule_cpu(data, names, profiles, CONNECTIONS, horizon, model)
+        result["clairvoyant_cpu"] = {
+            "cpu_model": {
+                "per_page_ms": round(1e3 * model.per_page_s, 4),
+                "per_kb_ms": round(1e6 * model.per_byte_s, 5),
+                "bins": model.bins,
+            },
+            "curve": _thin(with_cpu),
+            "summary": _reference_summary(with_cpu, window),
+        }
+    return result
 
 
 def _thin(curve: list[tuple[float, float]], points: int = 400) -> list[list[float]]:
@@ -353,6 +373,10 @@ def regime_table(regime: str, result: dict[str, Any]) -> report.Table:
     ref = result["clairvoyant"]["summary"]
     cells = _gathered_cells("clairvoyant (simulated)", ref, base, quarter)
     rows.append(cells + ["-"] * (len(head) - len(cells)))
+    if "clairvoyant_cpu" in result:
+        ref = result["clairvoyant_cpu"]["summary"]
+        cells = _gathered_cells("clairvoyant, CPU-aware (simulated)", ref, base, quarter)
+        rows.append(cells + ["-"] * (len(head) - len(cells)))
     return head, rows
 
 
@@ -433,6 +457,10 @@ def draw_quality(ax: Any, result: dict[str, Any], title: str) -> None:
     if ref:
         t, q = zip(*ref, strict=True)
         ax.step(t, q, where="post", label="clairvoyant", color="black", ls="--", lw=1)
+    ref = result.get("clairvoyant_cpu", {}).get("curve")
+    if ref:
+        t, q = zip(*ref, strict=True)
+        ax.step(t, q, where="post", label="clairvoyant, CPU-aware", color="black", ls=":", lw=1)
     ax.set_title(title)
     ax.set_xlabel("seconds (nginx access log)")
     ax.set_ylabel("quality gathered (1 = every page)")
@@ -513,6 +541,9 @@ def write(
         "time to 80%": "seconds until 80% of what the crawl gathered in all was served",
         "overlapping": "requests begun while another one to the same host was being served",
         "clairvoyant": "knows every quality, size, rate and link; no CPU cost (see realweb)",
+        "clairvoyant, CPU-aware": "the same with one core that pays, per page and per byte, "
+        "the CPU fitted on crawl-capability's crawl in the same run (realweb.cpu_model; "
+        "the JSON's clairvoyant_cpu.cpu_model)",
     }
     report.publish(
         name,

@@ -72,3 +72,18 @@ def test_the_broad_crawl_runs_a_small_size(tmp_path):
     assert ours["resume_check"]["preloaded_lost"] == 0
     assert ours["resume"]["startup_s"] is not None
     assert set(runs) == {"ours"}
+
+
+def test_the_real_server_references_pass_their_checks():
+    """The clairvoyant references and the CPU fit of the real-server benchmark, on
+    synthetic webs with hand-known answers (no nginx needed)."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "realweb.reference_checks"],
+        cwd=BENCHMARKS,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "references: ok" in proc.stdout

@@ -2,8 +2,10 @@
 
 ``CONFIG`` is a JSON file: ``settings`` (Scrapy settings of the variant), ``seeds`` (each
 site's start page), ``priorities`` (host address -> {page path: priority}) and ``output``
-(where the result goes: the crawl's stats, and its CPU seconds from the spider's opening
-to its closing, the crawl's own work without Python's start-up).
+(where the result goes: the crawl's stats, its CPU seconds from the spider's opening to
+its closing, the crawl's own work without Python's start-up, and ``cpu_series``: the
+process's CPU seconds sampled every :data:`SAMPLE_EVERY` s with the wall-clock time, from
+which the benchmark fits the CPU a page and a byte cost, :func:`realweb.cpu_model.fit`).
 
 :class:`RealWebSpider` follows what a documentation crawler follows: ``a`` and ``area``
 links on the same site that lead to HTML pages (``dir/`` read as ``dir/index.html``, as
@@ -16,6 +18,7 @@ from __future__ import annotations
 import json
 import resource
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -26,10 +29,26 @@ from scrapy import signals
 
 from realweb.corpus import canonical_path
 
+#: Seconds between two samples of the process's CPU time.
+SAMPLE_EVERY = 0.25
+
 
 def _cpu() -> float:
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return usage.ru_utime + usage.ru_stime
+
+
+class CpuSampler(threading.Thread):
+    """``(wall-clock time, CPU seconds)`` of this process every :data:`SAMPLE_EVERY` s."""
+
+    def __init__(self) -> None:
+        super().__init__(daemon=True)
+        self.samples: list[tuple[float, float]] = []
+        self.stopping = threading.Event()
+
+    def run(self) -> None:
+        while not self.stopping.wait(SAMPLE_EVERY):
+            self.samples.append((time.time(), _cpu()))
 
 
 class RealWebSpider(scrapy.Spider):
@@ -88,7 +107,10 @@ def main(config_path: str) -> int:
     process = CrawlerProcess(settings=config["settings"])
     crawler = process.create_crawler(RealWebSpider)
     process.crawl(crawler, seeds=config["seeds"], priorities=config["priorities"])
+    sampler = CpuSampler()
+    sampler.start()
     process.start()
+    sampler.stopping.set()
     spider = crawler.spider
     assert crawler.stats is not None and spider is not None
     marks = spider.marks
@@ -96,6 +118,7 @@ def main(config_path: str) -> int:
         "stats": {k: v for k, v in crawler.stats.get_stats().items() if _plain(v)},
         "cpu_s": marks["cpu_close"] - marks["cpu_open"],
         "wall_s": marks["wall_close"] - marks["wall_open"],
+        "cpu_series": [[round(t, 3), round(c, 3)] for t, c in sampler.samples],
     }
     Path(config["output"]).write_text(json.dumps(result, default=str))
     return 0

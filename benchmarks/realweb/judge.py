@@ -38,6 +38,20 @@ class Request:
 
 
 def read_log(path: Path) -> list[Request]:
+    """The log's requests by end time, on a clock whose 0 is the first one's beginning
+    (:func:`origin`)."""
+    requests = _raw(path)
+    if not requests:
+        return []
+    t0 = min(r.start for r in requests)
+    shifted = [Request(r.start - t0, r.end - t0, *(getattr(r, f) for f in _REST)) for r in requests]
+    return sorted(shifted, key=lambda r: r.end)
+
+
+_REST = ("connection", "on_connection", "host", "status", "bytes", "uri")
+
+
+def _raw(path: Path) -> list[Request]:
     requests = []
     for line in path.read_text().splitlines():
         m = _LINE.match(line)
@@ -47,14 +61,13 @@ def read_log(path: Path) -> list[Request]:
         requests.append(
             Request(end - took, end, int(m[3]), int(m[4]), m[5], int(m[6]), int(m[7]), m[8])
         )
-    if not requests:
-        return []
-    t0 = min(r.start for r in requests)
-    shifted = [Request(r.start - t0, r.end - t0, *(getattr(r, f) for f in _REST)) for r in requests]
-    return sorted(shifted, key=lambda r: r.end)
+    return requests
 
 
-_REST = ("connection", "on_connection", "host", "status", "bytes", "uri")
+def origin(path: Path) -> float | None:
+    """The wall-clock time :func:`read_log`'s 0 stands for (``None``: an empty log)."""
+    requests = _raw(path)
+    return min(r.start for r in requests) if requests else None
 
 
 @dataclass
