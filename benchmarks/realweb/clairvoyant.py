@@ -43,12 +43,7 @@ def schedule(
             best = _best(hosts, now, lambda took, size: took)
             if best is None:
                 break
-            _, h, page, took = best
-            host = hosts[h]
-            heapq.heappop(host["queue"])
-            host["busy"] = True
-            host["tat"] = max(now, host["tat"]) + host["interval"]
-            heapq.heappush(running, (now + took, h, page))
+            _send(hosts, best, now, running)
             free -= 1
         if not running:
             break
@@ -61,10 +56,7 @@ def schedule(
         quality, _, links = host["pages"][page]
         gathered += quality
         curve.append((now, gathered))
-        for target in links:
-            if target not in host["known"]:
-                host["known"].add(target)
-                heapq.heappush(host["queue"], (-host["pages"][target][0], target))
+        _discover(host, links)
     return curve
 
 
@@ -86,6 +78,29 @@ def _hosts(
             }
         )
     return hosts
+
+
+def _send(
+    hosts: list[dict[str, Any]],
+    best: tuple[float, int, str, float],
+    now: float,
+    running: list[tuple[float, int, str]],
+) -> None:
+    """Send ``best`` (from :func:`_best`): its host is busy until it ends."""
+    _, h, page, took = best
+    host = hosts[h]
+    heapq.heappop(host["queue"])
+    host["busy"] = True
+    host["tat"] = max(now, host["tat"]) + host["interval"]
+    heapq.heappush(running, (now + took, h, page))
+
+
+def _discover(host: dict[str, Any], links: list[str]) -> None:
+    """A fetched page's links join its host's queue (the first time each is seen)."""
+    for target in links:
+        if target not in host["known"]:
+            host["known"].add(target)
+            heapq.heappush(host["queue"], (-host["pages"][target][0], target))
 
 
 def _best(
@@ -156,21 +171,13 @@ def schedule_cpu(
             quality, _, links = host["pages"][page]
             gathered += quality
             curve.append((now, gathered))
-            for target in links:
-                if target not in host["known"]:
-                    host["known"].add(target)
-                    heapq.heappush(host["queue"], (-host["pages"][target][0], target))
+            _discover(host, links)
             continue
         while free:
             best = _best(hosts, now, lambda took, size: max(took / connections, cpu.cost(size)))
             if best is None:
                 break
-            _, h, page, took = best
-            host = hosts[h]
-            heapq.heappop(host["queue"])
-            host["busy"] = True
-            host["tat"] = max(now, host["tat"]) + host["interval"]
-            heapq.heappush(running, (now + took, h, page))
+            _send(hosts, best, now, running)
             free -= 1
         if not running and core is None:
             break
