@@ -66,6 +66,8 @@ SESSIONS_END_AT_P = "crawl-capability-sessions-end-at-p"
 TWO_NODES = "crawl-capability-two-nodes"
 NODES = 2
 REGIMES = {"politeness": 1.0, "cpu": 20.0}  # rate scale
+#: ``--set NAME=VALUE``: settings for the package's variants (not Scrapy's default).
+EXTRA_SETTINGS: dict[str, Any] = {}
 PRIORITY_SCALE = 1_000_000
 TARGETS = {
     "politeness": {"time_to_half": 0.70, "quality_at_quarter": 1.15},
@@ -108,6 +110,7 @@ def variant_settings(variant: str, close_after: float) -> dict[str, Any]:
     if variant != "scrapy":
         settings["ADDONS"] = {"scrapy_twolevel.Addon": 0}
         settings["TWOLEVEL_POLICY"] = variant
+        settings.update(EXTRA_SETTINGS)
     return settings
 
 
@@ -579,6 +582,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a setting for the package's variants (VALUE as JSON if it parses)",
+    )
+    parser.add_argument(
         "--name", default=NAME, help=f"results file stem (default {NAME}; another keeps it)"
     )
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/twolevel-real-servers"))
@@ -589,6 +599,12 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if not installed(sites):
         return 2
+    for item in args.set:
+        key, _, raw = item.partition("=")
+        try:
+            EXTRA_SETTINGS[key] = json.loads(raw)
+        except ValueError:
+            EXTRA_SETTINGS[key] = raw
     variants = args.variants.split(",")
     regimes = args.regimes.split(",")
     windows = {"politeness": args.window, "cpu": args.cpu_window}
