@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import DOCS_RESULTS, RESULTS, report
-from harness.crawl import pythonpath
+from harness.crawl import Snapshot, pythonpath, snapshot_package
 from harness.env import environment
 from harness.redis_server import PrivateRedis
 from realweb import clairvoyant, corpus, cpu_model, judge, servers
@@ -68,6 +68,9 @@ NODES = 2
 REGIMES = {"politeness": 1.0, "cpu": 20.0}  # rate scale
 #: ``--set NAME=VALUE``: settings for the package's variants (not Scrapy's default).
 EXTRA_SETTINGS: dict[str, Any] = {}
+#: A variant ``POLICY@REV`` runs the package as committed at git revision ``REV``: a
+#: change measured against the code before it in the same run. Its copy, by revision.
+REVISIONS: dict[str, Snapshot] = {}
 PRIORITY_SCALE = 1_000_000
 TARGETS = {
     "politeness": {"time_to_half": 0.70, "quality_at_quarter": 1.15},
@@ -88,6 +91,7 @@ def installed(sites: list[corpus.Site]) -> bool:
 
 
 def variant_settings(variant: str, close_after: float) -> dict[str, Any]:
+    variant = variant.partition("@")[0]
     settings: dict[str, Any] = {
         "CONCURRENT_REQUESTS": CONNECTIONS,
         "CONCURRENT_REQUESTS_PER_DOMAIN": 1,
@@ -162,6 +166,8 @@ def _run_nodes(
     close_after: float,
 ) -> list[dict[str, Any]]:
     """Start one ``realweb.crawl`` process per settings, together; wait for all."""
+    snapshot = REVISIONS.get(variant.partition("@")[2])
+    env = pythonpath(None if snapshot is None else snapshot.dir, HERE)
     procs = []
     for i, settings in enumerate(node_settings):
         name = variant if len(node_settings) == 1 else f"{variant}.node{i}"
@@ -184,7 +190,7 @@ def _run_nodes(
                 [sys.executable, "-m", "realweb.crawl", str(config)],
                 stderr=stderr,
                 stdout=subprocess.DEVNULL,
-                env=pythonpath(HERE),
+                env=env,
             )
         procs.append((proc, output, log))
     results = []
@@ -196,7 +202,10 @@ def _run_nodes(
             code = proc.wait()
         if code != 0 or not output.exists():
             raise RuntimeError(f"{variant} failed:\n{log.read_text()[-3000:]}")
-        results.append(json.loads(output.read_text()))
+        result = json.loads(output.read_text())
+        if snapshot is not None:
+            snapshot.check(result)
+        results.append(result)
     return results
 
 
@@ -575,7 +584,11 @@ def main(argv: list[str] | None = None) -> int:
         "--packages", action="store_true", help="print the Debian packages and exit"
     )
     parser.add_argument("--regimes", default="politeness,cpu")
-    parser.add_argument("--variants", default=",".join(VARIANTS))
+    parser.add_argument(
+        "--variants",
+        default=",".join(VARIANTS),
+        help="comma-separated; POLICY@REV runs the package as committed at git revision REV",
+    )
     parser.add_argument("--window", type=float, default=180.0, help="politeness-bound window, s")
     parser.add_argument(
         "--cpu-window", type=float, default=None, help="CPU-bound window, s (default: to the end)"
@@ -606,6 +619,10 @@ def main(argv: list[str] | None = None) -> int:
         except ValueError:
             EXTRA_SETTINGS[key] = raw
     variants = args.variants.split(",")
+    for rev in {v.partition("@")[2] for v in variants} - {""}:
+        REVISIONS[rev] = Snapshot(
+            "twolevel-real-servers-src-", lambda copy, rev=rev: snapshot_package(copy, rev=rev)
+        )
     regimes = args.regimes.split(",")
     windows = {"politeness": args.window, "cpu": args.cpu_window}
     if args.quick:
@@ -627,6 +644,9 @@ def main(argv: list[str] | None = None) -> int:
             print(report.markdown(regime_table(regime, result)))
         print(report.markdown(targets(results)[0]))
         return 0
+    for rev, snapshot in REVISIONS.items():
+        env[f"scrapy_twolevel@{rev}"] = snapshot.code
+        snapshot.remove()
     text = write(results, env, command, clock.elapsed(), args.name)
     return report.finish(text, clock.elapsed(), f"{RESULTS}/{args.name}*")
 

@@ -365,6 +365,7 @@ class HostMetricsMiddleware:
             elapsed=max(float(latency), elapsed),
             processing=self.processing.response(len(response.body)),
             forgiven_refusals=forgiven or 0,
+            size=len(response.body),
         )
         self._measured(host, request, measurement)
         return response

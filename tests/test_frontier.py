@@ -582,6 +582,43 @@ def test_service_times_after_idle_and_back_to_back_give_the_session_gain():
     )
 
 
+def test_one_huge_page_moves_a_host_time_per_page_by_its_typical_size_not_its_transfer():
+    est = HostEstimate.new(PARAMS)
+    common = dict(new_connection=False, served_on_connection=1, closed_by_server=False)
+    # 20 KB: headers after 5 ms, body 25 ms later (1.25 µs per byte); 4 ms of CPU.
+    est.observe(
+        PARAMS,
+        Measurement(latency=0.005, elapsed=0.03, size=20_000, processing=0.004, **common),
+        idle=False,
+    )
+    assert est.service_time == pytest.approx(0.005)  # per request
+    assert est.page_size == pytest.approx(20_000)
+    assert est.transfer_time() == pytest.approx(0.025)
+    assert est.service(PARAMS) == pytest.approx(0.03)
+    # 2.5 MB: headers after 5 ms, body 4 s later; 0.5 s of CPU.
+    est.observe(
+        PARAMS,
+        Measurement(latency=0.005, elapsed=4.005, size=2_500_000, processing=0.5, **common),
+        idle=False,
+    )
+    assert est.service_time == pytest.approx(0.005)
+    # Geometric: exp(0.8 ln 20,000 + 0.2 ln 2,500,000) = 20,000 * 125 ** 0.2 = 52,530.
+    assert est.page_size == pytest.approx(52_530.2, rel=1e-5)
+    # Decayed sums: (0.8 * 0.025 + 4) s over (0.8 * 20,000 + 2,500,000) bytes = 1.5978 µs
+    # per byte; at 52,530 bytes 0.08393 s. (Averaging whole times: 0.8 * 0.03 + 0.2 * 4.005
+    # = 0.825 s.)
+    assert est.transfer_time() == pytest.approx(52_530.2 * 4.02 / 2_516_000, rel=1e-5)
+    assert est.service(PARAMS) == pytest.approx(0.005 + 0.083930, rel=1e-4)
+    # The huge page's CPU at the typical size: 0.5 * 52,530 / 2,500,000 = 0.010506 s;
+    # averaged: 0.8 * 0.004 + 0.2 * 0.010506 = 0.0053012.
+    assert est.processing_time == pytest.approx(0.0053012, rel=1e-4)
+    again = HostEstimate.from_dict(est.to_dict())
+    assert again.service(PARAMS) == pytest.approx(est.service(PARAMS))
+    # An empty body (a redirect) counts for the bandwidth, not the typical page.
+    est.observe(PARAMS, Measurement(latency=0.005, elapsed=0.005, size=0, **common), idle=False)
+    assert (est.page_size, est.size_samples) == (pytest.approx(52_530.2, rel=1e-5), 2)
+
+
 def test_processing_cost_is_cpu_per_byte_over_windows():
     cpu = FakeClock()
     cost = ProcessingCost(cpu, window=2)

@@ -33,12 +33,12 @@ def _git(cwd: Path, *args: str) -> subprocess.CompletedProcess[bytes]:
     return subprocess.run(["git", *args], cwd=cwd, capture_output=True, check=False)
 
 
-def snapshot_package(dest: Path, source: str = "head") -> dict[str, Any]:
+def snapshot_package(dest: Path, source: str = "head", rev: str = "HEAD") -> dict[str, Any]:
     """Copy ``scrapy_twolevel`` to ``dest`` so every worker runs the same code.
 
     The checkout is edited while the benchmark runs; the workers import the copy
     (``PYTHONPATH`` comes before the editable install's finder). ``source="head"`` takes the
-    package as committed at ``HEAD`` (``git archive``), ``"worktree"`` as it is on disk now.
+    package as committed at ``rev`` (``git archive``), ``"worktree"`` as it is on disk now.
     Returns the commit, which source was used, whether the working tree differed from the
     commit, and a hash of the copied sources.
     """
@@ -50,9 +50,11 @@ def snapshot_package(dest: Path, source: str = "head") -> dict[str, Any]:
 
     src = Path(scrapy_twolevel.__file__).resolve().parent
     repo = src.parent
-    commit = _git(repo, "rev-parse", "HEAD").stdout.decode().strip()
+    commit = _git(repo, "rev-parse", rev).stdout.decode().strip()
     dirty = bool(_git(repo, "status", "--porcelain", "--", src.name).stdout.strip())
-    archive = _git(repo, "archive", "--format=tar", "HEAD", src.name) if source == "head" else None
+    archive = _git(repo, "archive", "--format=tar", rev, src.name) if source == "head" else None
+    if rev != "HEAD" and (archive is None or archive.returncode != 0):
+        raise ValueError(f"cannot take scrapy_twolevel at revision {rev!r}")
     if archive is not None and archive.returncode == 0:
         with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
             tar.extractall(dest, filter="data")

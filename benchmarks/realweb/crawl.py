@@ -114,7 +114,10 @@ def main(config_path: str) -> int:
     spider = crawler.spider
     assert crawler.stats is not None and spider is not None
     marks = spider.marks
+    import scrapy_twolevel
+
     result = {
+        "scrapy_twolevel_from": str(Path(scrapy_twolevel.__file__).parent),
         "stats": {k: v for k, v in crawler.stats.get_stats().items() if _plain(v)},
         "cpu_s": marks["cpu_close"] - marks["cpu_open"],
         "wall_s": marks["wall_close"] - marks["wall_open"],

@@ -83,13 +83,15 @@ class CrawlCapability(Policy):
     the host did, not from a connection model:
 
     - ``T(s,i) = G(s,i) + P(s,i) * (W(s,i) + X(s,i))``: ``W`` is the host's service time,
-      the seconds from sending a request to its whole response (the body's transfer and
-      the server's queue included, a rate limit's hold not: that is the host's pace, which
-      the frontier waits out); ``X`` is the crawler's own CPU time per page of the host
-      (its pages' size times the crawler's measured CPU per byte: a host of heavy pages
-      costs the crawler more where the crawler is the bottleneck); ``G`` is what a request
-      after idle costs more (a new connection, a cold cache): the saving a session of
-      back-to-back requests buys.
+      the seconds from sending a request to its whole response: its time per request
+      (to the reply's headers, the server's queue included, a rate limit's hold not: that
+      is the host's pace, which the frontier waits out) plus the transfer of its typical
+      page (the geometric mean of its pages' sizes times its measured seconds per byte,
+      so one huge page does not sink a host); ``X`` is the crawler's own CPU time per
+      page of the host (its typical page's size times the crawler's measured CPU per
+      byte: a host of heavy pages costs the crawler more where the crawler is the
+      bottleneck); ``G`` is what a request after idle costs more (a new connection, a
+      cold cache): the saving a session of back-to-back requests buys.
     - ``P(s,i) = 1`` unless ``G > W``: Scrapy's connection pool keeps a host's connection
       between sessions, so a long non-preemptive session saves little and holds a place
       that a better host may want; it is worth it only where the measured saving is larger
@@ -114,7 +116,7 @@ class CrawlCapability(Policy):
     def session_length(self, queued: int, estimate: HostEstimate) -> int:
         if queued <= 0:
             return 0
-        if estimate.session_gain() > estimate.service_time:
+        if estimate.session_gain() > estimate.service_time + estimate.transfer_time():
             return estimate.batch_size(queued)
         return 1
 

@@ -77,7 +77,7 @@ def host_row(frontier: Any, host: Host, now: float) -> dict[str, Any]:
         },
         "connection_s": round(estimate.connection_time, 4),
         "response_s": round(estimate.response_time, 4),
-        "service_s": round(estimate.service_time, 4),
+        "service_s": round(estimate.service(params), 4),
         "requests_per_connection": round(estimate.requests_per_connection, 2),
         "fetched": host.fetched,
         "sessions": host.sessions,

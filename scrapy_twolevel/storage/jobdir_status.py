@@ -62,7 +62,7 @@ def jobdir_status(jobdir: str | Path, *, top: int = 50) -> dict[str, Any]:
         if estimate is not None:
             row.update(
                 connection_s=round(estimate.connection_time, 4),
-                service_s=round(estimate.service_time, 4),
+                service_s=round(estimate.service_time + estimate.transfer_time(), 4),
                 success_rate=round(estimate.success_rate, 4),
                 refusals=estimate.refusals,
             )
