@@ -53,7 +53,13 @@ from scrapy_twolevel.components import DUPLICATE_LINKS_PATH
 HERE = Path(__file__).resolve().parent
 NAME = "real_servers"
 CONNECTIONS = 8
-POLICIES = ("breadth-first", "performance-first", "quality-first", "crawl-capability")
+POLICIES = (
+    "breadth-first",
+    "performance-first",
+    "quality-first",
+    "crawl-capability",
+    "resource-capability",
+)
 #: crawl-capability without the duplicate-links middleware: what the middleware adds.
 WITHOUT_EARLY_DROP = "crawl-capability-without-duplicate-links"
 VARIANTS = ("scrapy", *POLICIES, WITHOUT_EARLY_DROP)
@@ -191,6 +197,7 @@ def _run_nodes(
                 stderr=stderr,
                 stdout=subprocess.DEVNULL,
                 env=env,
+                cwd=HERE,  # with -m, the working directory comes first on sys.path
             )
         procs.append((proc, output, log))
     results = []

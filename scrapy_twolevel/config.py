@@ -485,6 +485,8 @@ class TwoLevelConfig:
             alpha=EWMA_ALPHA.read(settings),
             default_connection_time=CONNECTION_TIME.read(settings),
             default_response_time=RESPONSE_TIME.read(settings),
+            # No limit: a connection costs nothing but its host's time, as with one.
+            connections=max_open or 1,
         )
         backoff = BACKOFF.read(settings)
         failures = FailurePolicy(

@@ -27,7 +27,13 @@ SCRAPY = tuple(int(part) for part in scrapy.__version__.split(".")[:2])
 needs_prompt_callbacks = pytest.mark.skipif(
     SCRAPY < (2, 18), reason="Scrapy < 2.18 delays every callback by 0.1 s"
 )
-POLICIES = ["breadth-first", "performance-first", "quality-first", "crawl-capability"]
+POLICIES = [
+    "breadth-first",
+    "performance-first",
+    "quality-first",
+    "crawl-capability",
+    "resource-capability",
+]
 TWOLEVEL = {
     "SCHEDULER": "scrapy_twolevel.scheduler.TwoLevelScheduler",
     "DOWNLOADER_MIDDLEWARES": {"scrapy_twolevel.middleware.HostMetricsMiddleware": 950},

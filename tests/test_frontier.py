@@ -19,6 +19,7 @@ from scrapy_twolevel.frontier import (
     ProcessingCost,
     QualityFirst,
     QualityHostQueue,
+    ResourceCapability,
     TwoLevelFrontier,
     ewma,
 )
@@ -311,6 +312,35 @@ def test_policy_scores_hand_computed():
     est.processing_time, est.processing_samples = 0.02, 1
     assert capability.session_length(3, est) == 2
     assert capability.score(q, est, PARAMS) == pytest.approx(8 / 0.39)
+
+
+def test_resource_capability_prices_host_time_per_connection_and_cpu_whole():
+    eight = replace(PARAMS, connections=8)
+    policy = ResourceCapability()
+    # A slow host of valuable pages: W = 0.5 s, X = 0.005 s, next page 0.3.
+    slow = replace(HostEstimate.new(PARAMS), service_time=0.5, service_samples=1)
+    slow.processing_time, slow.processing_samples = 0.005, 1
+    # A fast host of heavy pages: W = 0.01 s, X = 0.02 s, next page 0.05.
+    heavy = replace(HostEstimate.new(PARAMS), service_time=0.01, service_samples=1)
+    heavy.processing_time, heavy.processing_samples = 0.02, 1
+    valuable, modest = _queue([0.3], head_size=1), _queue([0.05], head_size=1)
+    # Crawl-capability, T + P * X: 0.3 / 0.505 = 0.594 against 0.05 / 0.03 = 1.667.
+    capability = CrawlCapability()
+    assert capability.score(valuable, slow, eight) == pytest.approx(0.3 / 0.505)
+    assert capability.score(modest, heavy, eight) == pytest.approx(0.05 / 0.03)
+    # T / K + P * X with K = 8: 0.3 / (0.0625 + 0.005) = 4.444 against
+    # 0.05 / (0.00125 + 0.02) = 2.353: the slow host's connection is one of eight.
+    assert policy.score(valuable, slow, eight) == pytest.approx(0.3 / 0.0675)
+    assert policy.score(modest, heavy, eight) == pytest.approx(0.05 / 0.02125)
+    # One connection (no limit set): the same as crawl-capability.
+    assert policy.score(valuable, slow, PARAMS) == pytest.approx(0.3 / 0.505)
+    # A session: G = 0.25 s, P = 2 (as above): (0.25 + 2 * 0.05) / 8 + 2 * 0.02 = 0.08375.
+    est = HostEstimate.new(PARAMS)
+    est.requests_per_connection = 2
+    est.service_time, est.service_samples = 0.05, 1
+    est.idle_service_time, est.idle_samples = 0.3, 1
+    est.processing_time, est.processing_samples = 0.02, 1
+    assert policy.score(_queue([5, 3, 1], head_size=2), est, eight) == pytest.approx(8 / 0.08375)
 
 
 def test_crawl_capability_with_zero_qualities_ranks_by_throughput():

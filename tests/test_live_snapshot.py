@@ -90,6 +90,7 @@ def test_each_host_is_in_one_state_and_says_why():
             "alpha": 0.8,
             "default_connection_time": 0.01,
             "default_response_time": 0.01,
+            "connections": 1,
         },
         "max_open_hosts": None,
         "pending": 5,

@@ -11,6 +11,7 @@ from .policies import (
     PerformanceFirst,
     Policy,
     QualityFirst,
+    ResourceCapability,
 )
 from .queues import FifoHostQueue, HostQueue, QualityHostQueue
 
@@ -31,6 +32,7 @@ __all__ = [
     "ProcessingCost",
     "QualityFirst",
     "QualityHostQueue",
+    "ResourceCapability",
     "SessionRecord",
     "TwoLevelFrontier",
     "ewma",

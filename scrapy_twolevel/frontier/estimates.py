@@ -80,6 +80,9 @@ class CostParams:
     alpha: float = 0.8
     default_connection_time: float = 0.01
     default_response_time: float = 0.01
+    #: Requests the crawl has in flight at most (``TWOLEVEL_MAX_OPEN_HOSTS``): a second
+    #: of one host's time is ``1 / connections`` of the crawl's connection capacity.
+    connections: int = 1
 
 
 @dataclass(frozen=True, slots=True)

@@ -121,6 +121,34 @@ class CrawlCapability(Policy):
         return 1
 
 
+class ResourceCapability(CrawlCapability):
+    """``C(s,i) = S * (sum of the next P qualities) / (T(s,i) / K + P(s,i) * X(s,i))``.
+
+    Crawl-capability's quality per unit of what a session spends, where the crawl has two
+    scarce resources: ``K`` connections (``TWOLEVEL_MAX_OPEN_HOSTS``, at most one per
+    host) and one core (Scrapy runs on one). Per second the crawl has ``K`` seconds of
+    connection time and one second of CPU. A session takes ``T = G + P * W`` seconds of
+    one connection, ``T / K`` of a second's connection capacity, and ``P * X`` of a
+    second's CPU; its cost is the sum of the two shares. Crawl-capability's ``T + P * X``
+    counts a second of CPU as one connection's second, where it is ``K`` connections'
+    worth: so a slow host of valuable pages, which holds one connection and little CPU,
+    ranked below fast hosts of heavy pages that hold the core. Where connections bind (the
+    crawler's CPU is small beside ``W / K``) this ranks as crawl-capability; where the
+    core binds, by quality per CPU second. ``T``, ``P``, ``X``, ``S`` as in
+    :class:`CrawlCapability`.
+    """
+
+    name = "resource-capability"
+
+    def score(self, queue: HostQueue, estimate: HostEstimate, params: CostParams) -> float:
+        batch = self.session_length(len(queue), estimate)
+        gathered = queue.head_sum() + CAPABILITY_EPSILON * batch
+        took = estimate.session_gain() + batch * estimate.service(params)
+        spent = took / max(1, params.connections) + batch * estimate.processing_time
+        return estimate.success_rate * gathered / spent
+
+
 BUILTIN_POLICIES: dict[str, type[Policy]] = {
-    cls.name: cls for cls in (BreadthFirst, PerformanceFirst, QualityFirst, CrawlCapability)
+    cls.name: cls
+    for cls in (BreadthFirst, PerformanceFirst, QualityFirst, CrawlCapability, ResourceCapability)
 }

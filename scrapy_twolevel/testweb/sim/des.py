@@ -94,7 +94,11 @@ Reuse = Literal["session", "pool"]
 SEED_QUALITY = 1.0
 
 #: The two-level frontier's policies, by name.
-TWOLEVEL_VARIANTS: tuple[str, ...] = tuple(BUILTIN_POLICIES)
+#: The built-in policies but resource-capability: the simulation has no crawler CPU, and
+#: without it resource-capability ranks hosts as crawl-capability does.
+TWOLEVEL_VARIANTS: tuple[str, ...] = tuple(
+    p for p in BUILTIN_POLICIES if p != "resource-capability"
+)
 #: Scrapy's stock scheduler: ``ScrapyPriorityQueue`` over ``LifoMemoryQueue`` (depth-first
 #: order among equal priorities), over ``FifoMemoryQueue`` (breadth-first order), and
 #: ``DownloaderAwarePriorityQueue`` over ``LifoMemoryQueue`` (Scrapy's default since 2.14).
@@ -380,7 +384,7 @@ def simulate_twolevel(
         web,
         policy,
         max_open_hosts,
-        params or CostParams(),
+        params or CostParams(connections=max_open_hosts or 1),
         reuse,
         idle_timeout,
         tracker_idle_timeout,
