@@ -626,10 +626,6 @@ def main(argv: list[str] | None = None) -> int:
         except ValueError:
             EXTRA_SETTINGS[key] = raw
     variants = args.variants.split(",")
-    for rev in {v.partition("@")[2] for v in variants} - {""}:
-        REVISIONS[rev] = Snapshot(
-            "twolevel-real-servers-src-", lambda copy, rev=rev: snapshot_package(copy, rev=rev)
-        )
     regimes = args.regimes.split(",")
     windows = {"politeness": args.window, "cpu": args.cpu_window}
     if args.quick:
@@ -639,12 +635,20 @@ def main(argv: list[str] | None = None) -> int:
     command = report.command_line(__file__, sys.argv[1:] if argv is None else argv)
     data = corpus.build(args.workdir, sites)
     clock.log(f"corpus: {sum(len(s['pages']) for s in data['sites'].values())} pages")
-    results = {
-        regime: run_regime(
-            regime, variants, sites, data, args.seed, windows[regime], args.workdir, clock
+    for rev in {v.partition("@")[2] for v in variants} - {""}:
+        REVISIONS[rev] = Snapshot(
+            "twolevel-real-servers-src-", lambda copy, rev=rev: snapshot_package(copy, rev=rev)
         )
-        for regime in regimes
-    }
+    try:
+        results = {
+            regime: run_regime(
+                regime, variants, sites, data, args.seed, windows[regime], args.workdir, clock
+            )
+            for regime in regimes
+        }
+    finally:
+        for snapshot in REVISIONS.values():
+            snapshot.remove()
     env = environment("scrapy", "scrapy_twolevel", nginx=servers.nginx_version())
     if args.quick:
         for regime, result in results.items():
@@ -653,7 +657,6 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     for rev, snapshot in REVISIONS.items():
         env[f"scrapy_twolevel@{rev}"] = snapshot.code
-        snapshot.remove()
     text = write(results, env, command, clock.elapsed(), args.name)
     return report.finish(text, clock.elapsed(), f"{RESULTS}/{args.name}*")
 

@@ -108,10 +108,13 @@ class CrawlCapability(Policy):
     def score(self, queue: HostQueue, estimate: HostEstimate, params: CostParams) -> float:
         batch = self.session_length(len(queue), estimate)
         gathered = queue.head_sum() + CAPABILITY_EPSILON * batch
-        took = estimate.session_gain() + batch * (
+        return estimate.success_rate * gathered / self.cost(batch, estimate, params)
+
+    def cost(self, batch: int, estimate: HostEstimate, params: CostParams) -> float:
+        """What a session of ``batch`` requests spends: ``T(s,i) = G + P * (W + X)``."""
+        return estimate.session_gain() + batch * (
             estimate.service(params) + estimate.processing_time
         )
-        return estimate.success_rate * gathered / took
 
     def session_length(self, queued: int, estimate: HostEstimate) -> int:
         if queued <= 0:
@@ -140,12 +143,10 @@ class ResourceCapability(CrawlCapability):
 
     name = "resource-capability"
 
-    def score(self, queue: HostQueue, estimate: HostEstimate, params: CostParams) -> float:
-        batch = self.session_length(len(queue), estimate)
-        gathered = queue.head_sum() + CAPABILITY_EPSILON * batch
+    def cost(self, batch: int, estimate: HostEstimate, params: CostParams) -> float:
+        """``T / K + P * X``: the session's shares of the connections and of the core."""
         took = estimate.session_gain() + batch * estimate.service(params)
-        spent = took / max(1, params.connections) + batch * estimate.processing_time
-        return estimate.success_rate * gathered / spent
+        return took / max(1, params.connections) + batch * estimate.processing_time
 
 
 BUILTIN_POLICIES: dict[str, type[Policy]] = {

@@ -67,6 +67,7 @@ from scrapy_twolevel.frontier import (
     BUILTIN_POLICIES,
     CostParams,
     Measurement,
+    ResourceCapability,
     SessionRecord,
     TwoLevelFrontier,
 )
@@ -97,7 +98,7 @@ SEED_QUALITY = 1.0
 #: The built-in policies but resource-capability: the simulation has no crawler CPU, and
 #: without it resource-capability ranks hosts as crawl-capability does.
 TWOLEVEL_VARIANTS: tuple[str, ...] = tuple(
-    p for p in BUILTIN_POLICIES if p != "resource-capability"
+    p for p in BUILTIN_POLICIES if p != ResourceCapability.name
 )
 #: Scrapy's stock scheduler: ``ScrapyPriorityQueue`` over ``LifoMemoryQueue`` (depth-first
 #: order among equal priorities), over ``FifoMemoryQueue`` (breadth-first order), and
