@@ -40,6 +40,8 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -47,7 +49,7 @@ from harness import DOCS_RESULTS, RESULTS, report
 from harness.crawl import Snapshot, pythonpath, snapshot_package
 from harness.env import environment
 from harness.redis_server import PrivateRedis
-from realweb import clairvoyant, corpus, cpu_model, judge, servers
+from realweb import apache, clairvoyant, corpus, cpu_model, judge, servers
 from scrapy_twolevel.components import DUPLICATE_LINKS_PATH
 
 HERE = Path(__file__).resolve().parent
@@ -78,22 +80,76 @@ EXTRA_SETTINGS: dict[str, Any] = {}
 #: change measured against the code before it in the same run. Its copy, by revision.
 REVISIONS: dict[str, Snapshot] = {}
 PRIORITY_SCALE = 1_000_000
+
+
+@dataclass(frozen=True)
+class Web:
+    """One real web: its sites, the server that serves them, how hosts are drawn."""
+
+    server: str  # the Debian package and command
+    corpus: Path
+    draw_profiles: Callable[[int, int], list[servers.HostProfile]]
+    results: str  # default results stem
+    describe: str  # the report's sentence on what serves the sites
+
+
+WEBS = {
+    "nginx": Web(
+        "nginx",
+        corpus.CORPUS,
+        servers.draw_profiles,
+        NAME,
+        "served by nginx, one loopback address each, with the rate, keep-alive and "
+        "bandwidth limits in the JSON",
+    ),
+    "apache": Web(
+        "apache2",
+        corpus.CORPUS2,
+        apache.draw_profiles,
+        f"{NAME}_apache",
+        "served by Apache httpd, one loopback address each, half of them over HTTPS, with "
+        "the latency (mod_qos), bandwidth (mod_ratelimit) and keep-alive limits in the JSON",
+    ),
+}
+
+
+def start_server(
+    web: str,
+    rundir: Path,
+    sites: list[corpus.Site],
+    profiles: list[servers.HostProfile],
+    refuse: int = 0,
+) -> servers.Nginx | apache.Apache:
+    if web == "apache":
+        return apache.Apache(rundir, sites, profiles)
+    return servers.Nginx(rundir, sites, profiles, refuse)
+
+
 TARGETS = {
     "politeness": {"time_to_half": 0.70, "quality_at_quarter": 1.15},
     "cpu": {"time_to_80pct": 1.0, "cpu_per_page": 1.05},
 }
 
 
-def installed(sites: list[corpus.Site]) -> bool:
-    """Whether nginx and the sites' packages are here; if not, say how to install them."""
-    if servers.available() and not corpus.missing(sites):
+def installed(sites: list[corpus.Site], web: str = "nginx") -> bool:
+    """Whether the web's server and the sites' packages are here; if not, say how to
+    install them."""
+    ready = apache.available() if web == "apache" else servers.available()
+    if ready and not corpus.missing(sites):
         return True
     print(
-        "Needs nginx and the sites' packages (root): apt-get install -y "
-        f"--no-install-recommends nginx {' '.join(corpus.packages(sites))}",
+        f"Needs {' '.join(server_packages(web))} and the sites' packages (root): apt-get "
+        f"install -y --no-install-recommends {' '.join(server_packages(web))} "
+        f"{' '.join(corpus.packages(sites))}",
         file=sys.stderr,
     )
     return False
+
+
+def server_packages(web: str) -> list[str]:
+    if web == "apache":
+        return ["apache2", "libapache2-mod-qos", "libpcre3", "openssl"]
+    return ["nginx"]
 
 
 def variant_settings(variant: str, close_after: float) -> dict[str, Any]:
@@ -127,7 +183,7 @@ def variant_settings(variant: str, close_after: float) -> dict[str, Any]:
 def run_crawl(
     workdir: Path,
     variant: str,
-    nginx: servers.Nginx,
+    server: servers.Nginx | apache.Apache,
     seeds: list[str],
     priorities: dict[str, dict[str, int]],
     close_after: float,
@@ -228,15 +284,17 @@ def run_regime(
     *,
     rate_scale: float | None = None,
     refuse: int = 0,
+    web: str = "nginx",
 ) -> dict[str, Any]:
-    """Crawl the corpus with each variant against a fresh nginx; judge each from its log.
+    """Crawl the corpus with each variant against a fresh server (``web``: nginx, or
+    Apache for the second web); judge each from its log.
 
     ``rate_scale`` defaults to the regime's; ``refuse``: hosts answer requests faster than
     their rate with 429 + Retry-After (429) or nginx's bare 503 (503) instead of holding
     them (0; used by the archived ``host_health`` study, benchmarks/ARCHIVE.md).
     """
     scale = REGIMES[regime] if rate_scale is None else rate_scale
-    profiles = [p.scaled(scale) for p in servers.draw_profiles(len(sites), seed)]
+    profiles = [p.scaled(scale) for p in WEBS[web].draw_profiles(len(sites), seed)]
     quality = {
         p.address: {page: v[0] for page, v in data["sites"][s.name]["pages"].items()}
         for s, p in zip(sites, profiles, strict=True)
@@ -251,24 +309,24 @@ def run_regime(
     runs: dict[str, Any] = {}
     model: cpu_model.CpuModel | None = None  # fitted on crawl-capability's crawl
     for variant in variants:
-        rundir = workdir / regime / variant
-        with servers.Nginx(rundir, sites, profiles, refuse) as nginx:
+        rundir = workdir / web / regime / variant
+        with start_server(web, rundir, sites, profiles, refuse) as server:
             clock.log(f"{regime}: {variant} ...")
-            cpu_before = nginx.cpu_seconds()
+            cpu_before = server.cpu_seconds()
             result = run_crawl(
-                rundir, variant, nginx, nginx.seeds(index_of), priorities, close_after
+                rundir, variant, server, server.seeds(index_of), priorities, close_after
             )
-            nginx_cpu = nginx.cpu_seconds() - cpu_before
-        requests = judge.read_log(nginx.log)
+            server_cpu = server.cpu_seconds() - cpu_before
+        requests = judge.read_log(server.log)
         verdict = judge.judge(requests, quality, window)
-        origin = judge.origin(nginx.log)
+        origin = judge.origin(server.log)
         if variant == "crawl-capability" and origin is not None and result.get("cpu_series"):
             model = cpu_model.fit(result["cpu_series"], requests, origin)
         summary = verdict.summary(window)
         summary["crawler_cpu_s"] = round(result["cpu_s"], 2)
         summary["crawler_wall_s"] = round(result["wall_s"], 2)
         summary["cpu_ms_per_page"] = round(1000 * result["cpu_s"] / max(1, verdict.pages), 3)
-        summary["nginx_cpu_s"] = round(nginx_cpu, 2)
+        summary["server_cpu_s" if web == "apache" else "nginx_cpu_s"] = round(server_cpu, 2)
         summary["finish_reason"] = result["stats"].get("finish_reason")
         if "nodes_cpu_s" in result:
             summary["nodes_cpu_s"] = result["nodes_cpu_s"]
@@ -481,7 +539,7 @@ def draw_quality(ax: Any, result: dict[str, Any], title: str) -> None:
         t, q = zip(*ref, strict=True)
         ax.step(t, q, where="post", label="clairvoyant, CPU-aware", color="black", ls=":", lw=1)
     ax.set_title(title)
-    ax.set_xlabel("seconds (nginx access log)")
+    ax.set_xlabel("seconds (the server's access log)")
     ax.set_ylabel("quality gathered (1 = every page)")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
@@ -534,7 +592,12 @@ def plots(results: dict[str, Any], out: Path, name: str = NAME) -> None:
 
 
 def write(
-    results: dict[str, Any], env: dict[str, Any], command: str, elapsed: float, name: str = NAME
+    results: dict[str, Any],
+    env: dict[str, Any],
+    command: str,
+    elapsed: float,
+    name: str = NAME,
+    web: str = "nginx",
 ) -> str:
     sections: list[report.Section] = []
     for regime, result in results.items():
@@ -548,10 +611,10 @@ def write(
     sections.append(("Each host's requests (politeness-bound)", f"{name}_hosts.png", []))
     intro = [
         f"Generated by `{command}` on {env['date']} ({env['platform']}, {env['cpus']} CPUs); "
-        f"Scrapy {env['scrapy']}, nginx {env['nginx']}; run time {elapsed / 60:.0f} min.",
-        "28 documentation sites from Debian's packages served by nginx, one loopback "
-        "address each, with the rate, keep-alive and bandwidth limits in the JSON; quality "
-        "is PageRank of the sites' own link graph; judged from nginx's access log. "
+        f"Scrapy {env['scrapy']}, {web} {env[web]}; run time {elapsed / 60:.0f} min.",
+        f"{len(next(iter(results.values()))['profiles'])} documentation sites from Debian's "
+        f"packages {WEBS[web].describe}; quality "
+        f"is PageRank of the sites' own link graph; judged from {web}'s access log. "
         f"{CONNECTIONS} connections, one request per host.",
     ]
     definitions = {
@@ -609,15 +672,26 @@ def main(argv: list[str] | None = None) -> int:
         help="a setting for the package's variants (VALUE as JSON if it parses)",
     )
     parser.add_argument(
-        "--name", default=NAME, help=f"results file stem (default {NAME}; another keeps it)"
+        "--web",
+        choices=sorted(WEBS),
+        default="nginx",
+        help="nginx: the first web (28 sites); apache: the second (another corpus, latency "
+        "per request, HTTPS on half the hosts, short keep-alive timeouts)",
+    )
+    parser.add_argument(
+        "--name",
+        default=None,
+        help=f"results file stem (default {NAME}, or {NAME}_apache for --web apache)",
     )
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/twolevel-real-servers"))
     args = parser.parse_args(argv)
-    sites = corpus.load_sites()
+    web = WEBS[args.web]
+    name = args.name or web.results
+    sites = corpus.load_sites(web.corpus)
     if args.packages:
         print(" ".join(corpus.packages(sites)))
         return 0
-    if not installed(sites):
+    if not installed(sites, args.web):
         return 2
     for item in args.set:
         key, _, raw = item.partition("=")
@@ -642,14 +716,25 @@ def main(argv: list[str] | None = None) -> int:
     try:
         results = {
             regime: run_regime(
-                regime, variants, sites, data, args.seed, windows[regime], args.workdir, clock
+                regime,
+                variants,
+                sites,
+                data,
+                args.seed,
+                windows[regime],
+                args.workdir,
+                clock,
+                web=args.web,
             )
             for regime in regimes
         }
     finally:
         for snapshot in REVISIONS.values():
             snapshot.remove()
-    env = environment("scrapy", "scrapy_twolevel", nginx=servers.nginx_version())
+    if args.web == "apache":
+        env = environment("scrapy", "scrapy_twolevel", apache=apache.apache_version())
+    else:
+        env = environment("scrapy", "scrapy_twolevel", nginx=servers.nginx_version())
     if args.quick:
         for regime, result in results.items():
             print(report.markdown(regime_table(regime, result)))
@@ -657,8 +742,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     for rev, snapshot in REVISIONS.items():
         env[f"scrapy_twolevel@{rev}"] = snapshot.code
-    text = write(results, env, command, clock.elapsed(), args.name)
-    return report.finish(text, clock.elapsed(), f"{RESULTS}/{args.name}*")
+    text = write(results, env, command, clock.elapsed(), name, args.web)
+    return report.finish(text, clock.elapsed(), f"{RESULTS}/{name}*")
 
 
 if __name__ == "__main__":

@@ -5,9 +5,11 @@ Simulated on the same graph, with the same ``K`` connections and one request in 
 host. Whenever a connection is free it sends, among the hosts not in flight, the request
 with the most quality per second it will cost: the best discovered page of each host (a
 page is discovered when a page linking to it has been fetched; the start pages at time 0)
-over ``delay + BASE + size / bandwidth``, where the delay is what the host's rate limit
-will hold the request (nginx's ``limit_req``, a leaky bucket: requests are spaced ``1 /
-rate`` apart, the first one free). The crawler's own CPU, connection set-up and link
+over ``delay + BASE + latency + size / bandwidth``, where the delay is what the host's
+rate limit will hold the request (nginx's ``limit_req``, a leaky bucket: requests are
+spaced ``1 / rate`` apart, the first one free) and the latency what the server holds every
+request (the Apache web's ``QS_Delay``, :mod:`realweb.apache`). TLS handshakes and
+connection set-up cost nothing here. The crawler's own CPU, connection set-up and link
 parsing cost nothing here: it is a bound for the politeness-bound regime, not a crawler.
 :func:`schedule_cpu` is the same crawler with one core that pays the CPU a real crawl was
 measured to spend per page and per byte (:mod:`realweb.cpu_model`).
@@ -69,7 +71,8 @@ def _hosts(
         hosts.append(
             {
                 "pages": site["pages"],
-                "interval": 60.0 / profile.rate_per_minute,
+                "interval": 60.0 / profile.rate_per_minute if profile.rate_per_minute else 0.0,
+                "latency": profile.latency,
                 "bandwidth": profile.bandwidth,
                 "tat": 0.0,  # when the rate limit lets the next request through
                 "queue": [(-site["pages"][site["index"]][0], site["index"])],
@@ -115,7 +118,7 @@ def _best(
         neg_quality, page = host["queue"][0]
         size = host["pages"][page][1]
         took = max(0.0, host["tat"] - now)  # held by the rate limit until then
-        took += BASE + (size / host["bandwidth"] if host["bandwidth"] else 0.0)
+        took += BASE + host["latency"] + (size / host["bandwidth"] if host["bandwidth"] else 0.0)
         score = -neg_quality / cost(took, size)
         if best is None or score > best[0]:
             best = (score, h, page, took)

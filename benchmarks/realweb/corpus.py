@@ -29,6 +29,8 @@ from urllib.parse import unquote, urljoin, urlsplit
 
 HERE = Path(__file__).resolve().parent
 CORPUS = HERE / "corpus.json"
+#: The second web's sites (served by Apache, :mod:`realweb.apache`).
+CORPUS2 = HERE / "corpus2.json"
 HTML_SUFFIXES = (".html", ".htm")
 DAMPING = 0.85
 

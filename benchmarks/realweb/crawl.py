@@ -91,12 +91,12 @@ class RealWebSpider(scrapy.Spider):
                 link = urlsplit(response.urljoin(href.strip()))
             except ValueError:
                 continue
-            if link.netloc != parts.netloc or link.scheme != "http":
+            if link.netloc != parts.netloc or link.scheme != parts.scheme:
                 continue
             path = canonical_path(link.path)
             if path is not None:
                 yield scrapy.Request(
-                    f"http://{link.netloc}/{path}", priority=priorities.get(path, 0)
+                    f"{parts.scheme}://{link.netloc}/{path}", priority=priorities.get(path, 0)
                 )
 
 

@@ -4,17 +4,23 @@ realweb.reference_checks`` (the smoke tests run it; it needs no nginx).
 - the CPU-aware clairvoyant with a free core makes the same schedule as the CPU-free one;
 - with a core that costs, it ends no earlier than the CPU-free one and no earlier than the
   sum of every page's CPU cost (one core);
-- the CPU fit recovers the per-page and per-byte costs a synthetic crawl was given.
+- the CPU fit recovers the per-page and per-byte costs a synthetic crawl was given;
+- a host that holds every request ``latency`` seconds (the Apache web) is served one page
+  per ``BASE + latency`` by the clairvoyant, rate limit or not;
+- Apache's access log lines are rewritten in the judge's format, field by field.
 """
 
 from __future__ import annotations
 
 import random
 import sys
+import tempfile
+from pathlib import Path
 
 from realweb import clairvoyant
+from realweb.apache import normalise_log
 from realweb.cpu_model import CpuModel, fit
-from realweb.judge import Request
+from realweb.judge import Request, read_log
 from realweb.servers import HostProfile
 
 
@@ -62,8 +68,44 @@ def main() -> int:
     fitted = fit(samples, requests, 100.0)
     assert fitted is not None
     assert abs(fitted.per_page_s - 0.004) < 1e-6 and abs(fitted.per_byte_s - 2e-8) < 1e-11, fitted
+    check_latency()
+    check_apache_log()
     print("references: ok")
     return 0
+
+
+def check_latency() -> None:
+    """One host, a chain of 4 pages, 0.25 s of latency each, no rate limit: the pages end
+    at k * (BASE + 0.25), k = 1..4."""
+    pages = {f"p{i}": [0.25, 1000, [f"p{i + 1}"] if i < 3 else []] for i in range(4)}
+    corpus = {"sites": {"s": {"pages": pages, "index": "p0"}}}
+    profile = HostProfile("127.0.1.1", 0.0, 10, None, latency=0.25)
+    curve = clairvoyant.schedule(corpus, ["s"], [profile], 8, 1e9)
+    step = clairvoyant.BASE + 0.25
+    expected = [(k * step, 0.25 * k) for k in range(1, 5)]
+    assert all(
+        abs(t - te) < 1e-9 and abs(q - qe) < 1e-9
+        for (t, q), (te, qe) in zip(curve, expected, strict=True)
+    ), curve
+    # Scaled 20x faster (the CPU-bound regime), the latency is 20x shorter.
+    assert abs(profile.scaled(20).latency - 0.0125) < 1e-12
+
+
+def check_apache_log() -> None:
+    """``%{end:sec}t.%{end:msec_frac}t %D %{remote}p %k %A %>s %B "%r"`` to the judge's
+    fields: end 100.250, 0.125 s, connection = port 40000, 3rd request on it (%k = 2)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        raw, out = Path(tmp, "raw.log"), Path(tmp, "access.log")
+        raw.write_text(
+            '100.250 125000 40000 2 127.0.1.3 200 5120 "GET /a/b%20c.html HTTP/1.1"\n'
+            "a line Apache would not write\n"
+            '101.000 1000 40002 0 127.0.1.4 404 0 "GET /gone.html HTTP/1.1"\n'
+        )
+        assert normalise_log(raw, out) == 2
+        first, second = read_log(out)
+    assert first == Request(0.0, 0.125, 40000, 3, "127.0.1.3", 200, 5120, "/a/b%20c.html"), first
+    assert second.connection == 40002 and second.on_connection == 1 and second.status == 404
+    assert abs(second.start - (101.0 - 0.001 - 100.125)) < 1e-9, second
 
 
 if __name__ == "__main__":

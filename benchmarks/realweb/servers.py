@@ -30,7 +30,7 @@ import signal
 import socket
 import subprocess
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -54,16 +54,20 @@ class HostProfile:
     """What one host allows: requests per minute, per connection, bytes per second."""
 
     address: str
-    rate_per_minute: float
+    rate_per_minute: float  # 0: no request-rate limit (the Apache web's hosts)
     keepalive_requests: int
     bandwidth: float | None  # bytes per second; None: no cap
+    # The Apache web's (realweb.apache); nginx's hosts keep the defaults.
+    latency: float = 0.0  # seconds the server holds every request
+    keepalive_timeout: float | None = None  # idle seconds before the server closes
+    tls: bool = False
 
     def scaled(self, rate_scale: float) -> HostProfile:
-        return HostProfile(
-            self.address,
-            self.rate_per_minute * rate_scale,
-            self.keepalive_requests,
-            self.bandwidth,
+        """The same host ``rate_scale`` times faster: rate x scale, latency / scale."""
+        return replace(
+            self,
+            rate_per_minute=self.rate_per_minute * rate_scale,
+            latency=self.latency / rate_scale,
         )
 
 

@@ -1,0 +1,297 @@
+"""Apache httpd serving the second corpus: another server, another rate law, TLS.
+
+The second real web (``--web apache`` in ``benchmarks/real_servers.py``) is served by
+Debian's Apache httpd (event MPM), one ``VirtualHost`` per site on its own loopback
+address, with real modules setting what each host allows, drawn per host from a seeded
+distribution (:func:`draw_profiles`):
+
+- a **latency per request** (mod_qos's ``QS_Delay``, set on every request with
+  ``SetEnvIf``): the server holds each request that long before it answers, as an
+  application server or a far-away origin does; log-uniform in ``LATENCY_RANGE``;
+- for a third of the hosts, a **bandwidth cap** (mod_ratelimit's ``RATE_LIMIT`` filter),
+  log-uniform in ``BANDWIDTH_RANGE``, so large pages take long;
+- a **keep-alive limit** (``MaxKeepAliveRequests``: 1, 10 or 100) and, for half the
+  hosts, a **short idle timeout** (``KeepAliveTimeout`` 1 to 5 s): a crawler that comes
+  back to such a host after a pause pays a new connection;
+- **HTTPS** on half the hosts (mod_ssl, a self-signed certificate made at start): a new
+  connection costs a TLS handshake on both sides.
+
+This web has no request-rate limit: mod_qos's per-second limits
+(``QS_LocRequestPerSecLimit``, ``QS_EventPerSecLimit``) did not hold a serial client to
+its rate when tried per virtual host (thousands of requests per second went through a
+limit of 2), so the latency is the rate law here. Debian's mod_qos 11.63 is built against
+the old PCRE that Apache 2.4.71 no longer links, so the configuration loads
+``libpcre.so.3`` (``LoadFile``) before it.
+
+The access log is written in Apache's own format and rewritten, when the server stops, in
+the format :mod:`realweb.judge` reads (nginx's; :func:`normalise_log`): the request's end,
+its duration (``%D``), the client's port as the connection (Apache logs no connection
+number; a port is not reused while its connection is open), ``%k + 1`` as the request's
+number on its connection, the host's address, status, body bytes and the raw URI.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import re
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+from realweb.corpus import Site
+from realweb.servers import KEEPALIVE_CHOICES, HostProfile, address, free_port
+
+#: Seconds Apache holds each request (the politeness-bound regime; the CPU-bound one
+#: divides them by its rate scale).
+LATENCY_RANGE = (0.1, 1.5)
+BANDWIDTH_SHARE = 1 / 3
+BANDWIDTH_RANGE = (200_000.0, 2_000_000.0)
+SHORT_KEEPALIVE_SHARE = 1 / 2
+SHORT_KEEPALIVE_RANGE = (1, 5)  # whole seconds
+LONG_KEEPALIVE = 65.0
+TLS_SHARE = 1 / 2
+MODULES = "/usr/lib/apache2/modules"
+#: mod_qos's PCRE (see the module docstring).
+PCRE = "/usr/lib/x86_64-linux-gnu/libpcre.so.3"
+LOG_FORMAT = r"%{end:sec}t.%{end:msec_frac}t %D %{remote}p %k %A %>s %B \"%r\""
+_APACHE_LINE = re.compile(r'^(\d+\.\d+) (\d+) (\d+) (\d+) (\S+) (\d+) (\d+) "\S+ (\S*)[^"]*"$')
+
+
+def draw_profiles(n_hosts: int, seed: int) -> list[HostProfile]:
+    """Each host's latency, bandwidth, keep-alive and scheme (the module docstring)."""
+    rng = random.Random(seed)
+    low, high = (math.log(x) for x in LATENCY_RANGE)
+    blow, bhigh = (math.log(x) for x in BANDWIDTH_RANGE)
+    profiles = []
+    for i in range(n_hosts):
+        latency = round(math.exp(rng.uniform(low, high)), 3)
+        keepalive = rng.choice(KEEPALIVE_CHOICES)
+        short = rng.random() < SHORT_KEEPALIVE_SHARE
+        timeout = float(rng.randint(*SHORT_KEEPALIVE_RANGE)) if short else LONG_KEEPALIVE
+        capped = rng.random() < BANDWIDTH_SHARE
+        bandwidth = round(math.exp(rng.uniform(blow, bhigh)), -3) if capped else None
+        tls = rng.random() < TLS_SHARE
+        profiles.append(
+            HostProfile(
+                address(i),
+                0.0,  # no request-rate limit on this web
+                keepalive,
+                bandwidth,
+                latency=latency,
+                keepalive_timeout=timeout,
+                tls=tls,
+            )
+        )
+    return profiles
+
+
+def apache_config(
+    workdir: Path, port: int, sites: list[Site], profiles: list[HostProfile], log: Path
+) -> str:
+    modules = [
+        ("mpm_event", "mod_mpm_event"),
+        ("authz_core", "mod_authz_core"),
+        ("mime", "mod_mime"),
+        ("dir", "mod_dir"),
+        ("setenvif", "mod_setenvif"),
+        ("env", "mod_env"),
+        ("ratelimit", "mod_ratelimit"),
+        ("socache_shmcb", "mod_socache_shmcb"),
+        ("ssl", "mod_ssl"),
+    ]
+    lines = [f"LoadModule {name}_module {MODULES}/{so}.so" for name, so in modules]
+    lines += [f"LoadFile {PCRE}", f"LoadModule qos_module {MODULES}/mod_qos.so"]
+    lines += [
+        f"ServerRoot {workdir}",
+        f"PidFile {workdir}/httpd.pid",
+        f"DefaultRuntimeDir {workdir}",
+        f"Mutex file:{workdir} default",
+        f"ErrorLog {workdir}/error.log",
+        "LogLevel warn",
+        "User www-data",
+        "Group www-data",
+        "TypesConfig /etc/mime.types",
+        "ServerName realweb",
+        "ServerTokens Prod",
+        "StartServers 1",
+        "ServerLimit 2",
+        "ThreadsPerChild 64",
+        "MaxRequestWorkers 128",
+        "MaxConnectionsPerChild 0",
+        "EnableSendfile On",
+        f'LogFormat "{LOG_FORMAT}" twolevel',
+        f"SSLSessionCache shmcb:{workdir}/ssl_scache(512000)",
+        "<Directory />",
+        "  Options FollowSymLinks",
+        "  AllowOverride None",
+        "  Require all granted",
+        "</Directory>",
+    ]
+    for site, p in zip(sites, profiles, strict=True):
+        lines.append(f"Listen {p.address}:{port}")
+        lines.append(f"<VirtualHost {p.address}:{port}>  # {site.name}")
+        lines += [
+            f"  ServerName {p.address}",
+            f"  DocumentRoot {site.root}",
+            f"  CustomLog {log} twolevel",
+            "  KeepAlive On",
+            f"  MaxKeepAliveRequests {p.keepalive_requests}",
+            f"  KeepAliveTimeout {round(1000 * (p.keepalive_timeout or LONG_KEEPALIVE))}ms",
+        ]
+        if p.latency:
+            lines.append(f"  SetEnvIf Request_URI . QS_Delay={round(1000 * p.latency)}")
+        if p.bandwidth:
+            # mod_ratelimit takes KiB/s.
+            lines += [
+                "  SetOutputFilter RATE_LIMIT",
+                f"  SetEnv rate-limit {p.bandwidth / 1024:.0f}",
+            ]
+        if p.tls:
+            lines += [
+                "  SSLEngine on",
+                f"  SSLCertificateFile {workdir}/cert.pem",
+                f"  SSLCertificateKeyFile {workdir}/key.pem",
+            ]
+        lines.append("</VirtualHost>")
+    return "\n".join(lines) + "\n"
+
+
+def normalise_log(raw: Path, out: Path) -> int:
+    """Rewrite Apache's access log ``raw`` in :mod:`realweb.judge`'s format; the lines
+    written (a line that does not parse is left out, as the judge would)."""
+    written = []
+    for line in raw.read_text().splitlines():
+        m = _APACHE_LINE.match(line)
+        if m is None:
+            continue
+        end, micros, port, before, host, status, size, uri = m.groups()
+        took = int(micros) / 1e6
+        written.append(f'{end} {took:.6f} {port} {int(before) + 1} {host} {status} {size} "{uri}"')
+    out.write_text("".join(w + "\n" for w in written))
+    return len(written)
+
+
+def self_signed(workdir: Path) -> None:
+    """A certificate for every host (clients of this web do not verify it)."""
+    if (workdir / "cert.pem").exists() and (workdir / "key.pem").exists():
+        return
+    subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "30",
+            "-subj",
+            "/CN=realweb",
+            "-keyout",
+            str(workdir / "key.pem"),
+            "-out",
+            str(workdir / "cert.pem"),
+        ],
+        check=True,
+        capture_output=True,
+    )
+
+
+class Apache:
+    """One Apache for one crawl: a fresh access log, fresh connections (the interface of
+    :class:`realweb.servers.Nginx`)."""
+
+    def __init__(self, workdir: Path, sites: list[Site], profiles: list[HostProfile]) -> None:
+        self.workdir = workdir
+        self.sites = sites
+        self.profiles = profiles
+        self.port = free_port()
+        self.raw_log = workdir / "apache-access.log"
+        self.log = workdir / "access.log"  # judge's format, written at stop
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def seeds(self, index_of: dict[str, str]) -> list[str]:
+        return [self.url(i, index_of[s.name]) for i, s in enumerate(self.sites)]
+
+    def url(self, i: int, path: str) -> str:
+        p = self.profiles[i]
+        return f"{'https' if p.tls else 'http'}://{p.address}:{self.port}/{path}"
+
+    def start(self) -> None:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        for stale in (self.raw_log, self.log):
+            stale.unlink(missing_ok=True)
+        self_signed(self.workdir)
+        conf = self.workdir / "httpd.conf"
+        conf.write_text(
+            apache_config(self.workdir, self.port, self.sites, self.profiles, self.raw_log)
+        )
+        cmd = ["apache2", "-f", str(conf), "-DFOREGROUND"]
+        self.proc = subprocess.Popen(cmd, stderr=subprocess.PIPE)
+        deadline = time.monotonic() + 10
+        for p in self.profiles:
+            while True:
+                try:
+                    socket.create_connection((p.address, self.port), timeout=1).close()
+                    break
+                except OSError:
+                    if self.proc.poll() is not None or time.monotonic() > deadline:
+                        err = self.proc.stderr.read().decode() if self.proc.stderr else ""
+                        errors = (
+                            (self.workdir / "error.log").read_text()[-2000:]
+                            if (self.workdir / "error.log").exists()
+                            else ""
+                        )
+                        raise RuntimeError(f"apache did not start: {err}{errors}") from None
+                    time.sleep(0.05)  # startup poll: Apache reports readiness no other way
+
+    def cpu_seconds(self) -> float:
+        """CPU time of Apache (parent and children) so far."""
+        import psutil
+
+        if self.proc is None:
+            return 0.0
+        proc = psutil.Process(self.proc.pid)
+        total = 0.0
+        for p in [proc, *proc.children(recursive=True)]:
+            t = p.cpu_times()
+            total += t.user + t.system
+        return total
+
+    def stop(self) -> None:
+        if self.proc is None:
+            return
+        # Apache writes each log line as its request ends (no BufferedLogs): a plain stop
+        # loses none.
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.proc = None
+        if self.raw_log.exists():
+            normalise_log(self.raw_log, self.log)
+        else:
+            self.log.write_text("")  # no request reached the server
+
+    def __enter__(self) -> Apache:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+
+def apache_version() -> str:
+    out = subprocess.run(["apache2", "-v"], capture_output=True, text=True)
+    first = out.stdout.splitlines()[0] if out.stdout else ""
+    return first.partition("/")[2].split(" ")[0]
+
+
+def available() -> bool:
+    return Path(MODULES, "mod_qos.so").exists() and Path(PCRE).exists()
