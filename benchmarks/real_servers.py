@@ -25,6 +25,12 @@ default scheduler and a clairvoyant reference, in one run:
   the same with one core paying the CPU per page and per byte fitted on its crawl
   (:mod:`realweb.cpu_model`).
 
+- **the second web** (``--web apache``): another corpus (``realweb/corpus2.json``) served
+  by Apache httpd with another rate law: a latency per request instead of a request
+  rate, short keep-alive timeouts on half the hosts, HTTPS on half
+  (:mod:`realweb.apache`); same crawls, judge and references. Its results go to
+  ``real_servers_apache`` by default.
+
 Set-up (root, once; nginx and the 28 documentation packages, ~410 MiB)::
 
     apt-get install -y --no-install-recommends nginx $(python benchmarks/real_servers.py --packages)
@@ -33,6 +39,11 @@ Usage::
 
     python benchmarks/real_servers.py            # both regimes, every variant, ~40 min
     python benchmarks/real_servers.py --quick    # 60-s window, scrapy and crawl-capability
+
+    # the second web
+    apt-get install -y --no-install-recommends apache2 libapache2-mod-qos libpcre3 openssl \
+        $(python benchmarks/real_servers.py --web apache --packages)
+    python benchmarks/real_servers.py --web apache
 """
 
 from __future__ import annotations
@@ -356,6 +367,7 @@ def run_regime(
     reference = clairvoyant.schedule(data, names, profiles, CONNECTIONS, horizon)
     result = {
         "profiles": servers.profiles_table(sites, profiles),
+        "host_quality": {host: round(sum(pages.values()), 6) for host, pages in quality.items()},
         "window_s": window,
         "runs": runs,
         "clairvoyant": {
@@ -454,6 +466,49 @@ def regime_table(regime: str, result: dict[str, Any]) -> report.Table:
         ref = result["clairvoyant_cpu"]["summary"]
         cells = _gathered_cells("clairvoyant, CPU-aware (simulated)", ref, base, quarter)
         rows.append(cells + ["-"] * (len(head) - len(cells)))
+    return head, rows
+
+
+#: How many of the most valuable hosts :func:`busy_table` shows.
+VALUABLE_HOSTS = 4
+
+
+def busy_share(spans: list[list[float]], until: float) -> float:
+    """The share of ``[0, until]`` in which the host was serving one of the crawl's
+    requests (its spans in the server's log; one at a time for the two-level variants)."""
+    busy = sum(max(0.0, min(e, until) - s) for s, e in spans if s < until)
+    return busy / until if until else 0.0
+
+
+def busy_table(result: dict[str, Any]) -> report.Table:
+    """Whether a valuable host was kept busy: for the hosts holding the most quality, the
+    share of the first quarter of the window (or of the crawl) each variant kept them
+    serving, beside what they allow (latency, rate, bandwidth)."""
+    hosts = sorted(result["host_quality"], key=result["host_quality"].get, reverse=True)
+    hosts = hosts[:VALUABLE_HOSTS]
+    profiles = {p["address"]: p for p in result["profiles"]}
+    runs = result["runs"]
+    horizon = result["window_s"] or max(r["summary"]["last_end_s"] for r in runs.values())
+    quarter = horizon / 4
+    head = report.columns("site | quality held | limit | " + " | ".join(f"{v} busy" for v in runs))
+    rows = []
+    for host in hosts:
+        p = profiles[host]
+        limit = (
+            f"{p['latency']:.3f} s latency"
+            if p.get("latency")
+            else f"{p['rate_per_minute']:.0f}/min"
+        )
+        if p.get("bandwidth"):
+            limit += f", {p['bandwidth'] / 1000:.0f} kB/s"
+        rows.append(
+            [
+                p["site"],
+                f"{result['host_quality'][host]:.3f}",
+                limit,
+                *(f"{busy_share(r['spans'].get(host, []), quarter):.0%}" for r in runs.values()),
+            ]
+        )
     return head, rows
 
 
@@ -604,6 +659,10 @@ def write(
         window = result["window_s"]
         title = f"{regime}-bound" + (f", first {window:g} s" if window else ", to the end")
         sections.append((title, "", [("", regime_table(regime, result))]))
+        if "host_quality" in result:
+            sections.append(
+                (f"{title}: the most valuable hosts, busy", "", [("", busy_table(result))])
+            )
     table, items = targets(results)
     sections.append(("Targets", "", [("", table)]))
     sections.append(("Quality over time", f"{name}_quality.png", []))
@@ -621,6 +680,8 @@ def write(
         "quality at ¼ window": "sum of the qualities of the distinct pages served (200) by then",
         "time to half": "seconds until half of the whole web's quality was served",
         "time to 80%": "seconds until 80% of what the crawl gathered in all was served",
+        "busy": "share of the first quarter of the window (of the crawl, CPU-bound) in which "
+        "the host was serving the crawl's requests, from its access log",
         "overlapping": "requests begun while another one to the same host was being served",
         "clairvoyant": "knows every quality, size, rate and link; no CPU cost (see realweb)",
         "clairvoyant, CPU-aware": "the same with one core that pays, per page and per byte, "
