@@ -8,6 +8,13 @@ with lxml as Scrapy's selectors do, resolved against the page's URL, fragment an
 dropped, a path ending in ``/`` read as its ``index.html``, same site only, HTML pages
 only), so every page the crawl can reach has a quality and nothing else does.
 
+``corpus2.json`` is the second web's (``real_servers.py --web apache``): 28 other
+documentation sites from Debian packages, 5 to 3,805 pages each (18,590 in all, 2.5 KB to
+3.4 MB a page), from 14 generators (BoostBook, gi-docgen, pydoctor, Doxygen, ocamldoc,
+LaTeX2HTML, javadoc, texinfo, pod2html, YARD, MkDocs, hand-made HTML...). Where a site's
+``index.html`` builds its menu in JavaScript (Doxygen 1.9's), its start page is one that
+links to the rest (``annotated.html``).
+
 Quality is PageRank over the union of the sites' graphs (damping 0.85, uniform
 teleport): a page's share of the whole web's importance, so a large site holds more of
 the total than a small one, and the qualities of the reachable pages sum to 1.
