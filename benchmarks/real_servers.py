@@ -49,6 +49,7 @@ Usage::
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 from collections.abc import Callable
@@ -469,44 +470,53 @@ def regime_table(regime: str, result: dict[str, Any]) -> report.Table:
     return head, rows
 
 
-#: How many of the most valuable hosts :func:`busy_table` shows.
+#: How many of the most valuable hosts :func:`use_table` shows.
 VALUABLE_HOSTS = 4
 
 
-def busy_share(spans: list[list[float]], until: float) -> float:
-    """The share of ``[0, until]`` in which the host was serving one of the crawl's
-    requests (its spans in the server's log; one at a time for the two-level variants)."""
-    busy = sum(max(0.0, min(e, until) - s) for s, e in spans if s < until)
-    return busy / until if until else 0.0
+def allowance(profile: dict[str, Any], until: float) -> float:
+    """The most requests a host lets one serial client begin in ``[0, until]``: ``1 + rate
+    x until`` for a rate limit (a leaky bucket, the first one free), ``until / latency``
+    for a latency per request (the bandwidth cap and the transfer aside)."""
+    if profile.get("rate_per_minute"):
+        return 1 + profile["rate_per_minute"] * until / 60.0
+    if profile.get("latency"):
+        return until / profile["latency"]
+    return math.inf
 
 
-def busy_table(result: dict[str, Any]) -> report.Table:
+def use_table(result: dict[str, Any]) -> report.Table:
     """Whether a valuable host was kept busy: for the hosts holding the most quality, the
-    share of the first quarter of the window (or of the crawl) each variant kept them
-    serving, beside what they allow (latency, rate, bandwidth)."""
+    requests each variant began there in the first quarter of the window (of the crawl,
+    CPU-bound), and their share of what the host allows (:func:`allowance`)."""
     hosts = sorted(result["host_quality"], key=result["host_quality"].get, reverse=True)
     hosts = hosts[:VALUABLE_HOSTS]
     profiles = {p["address"]: p for p in result["profiles"]}
     runs = result["runs"]
     horizon = result["window_s"] or max(r["summary"]["last_end_s"] for r in runs.values())
     quarter = horizon / 4
-    head = report.columns("site | quality held | limit | " + " | ".join(f"{v} busy" for v in runs))
+    head = report.columns(
+        "site | quality held | limit | allows | " + " | ".join(f"{v} requests" for v in runs)
+    )
     rows = []
     for host in hosts:
         p = profiles[host]
-        limit = (
-            f"{p['latency']:.3f} s latency"
-            if p.get("latency")
-            else f"{p['rate_per_minute']:.0f}/min"
-        )
+        limit = f"{p['latency']:.3f} s latency" if p.get("latency") else ""
+        limit = limit or f"{p['rate_per_minute']:.0f}/min"
         if p.get("bandwidth"):
             limit += f", {p['bandwidth'] / 1000:.0f} kB/s"
+        allowed = allowance(p, quarter)
+        cells = []
+        for run in runs.values():
+            n = sum(1 for s, _ in run["spans"].get(host, []) if s < quarter)
+            cells.append(f"{n} ({n / allowed:.0%})" if math.isfinite(allowed) else str(n))
         rows.append(
             [
                 p["site"],
                 f"{result['host_quality'][host]:.3f}",
                 limit,
-                *(f"{busy_share(r['spans'].get(host, []), quarter):.0%}" for r in runs.values()),
+                f"{allowed:.0f}" if math.isfinite(allowed) else "-",
+                *cells,
             ]
         )
     return head, rows
@@ -660,9 +670,7 @@ def write(
         title = f"{regime}-bound" + (f", first {window:g} s" if window else ", to the end")
         sections.append((title, "", [("", regime_table(regime, result))]))
         if "host_quality" in result:
-            sections.append(
-                (f"{title}: the most valuable hosts, busy", "", [("", busy_table(result))])
-            )
+            sections.append((f"{title}: the most valuable hosts", "", [("", use_table(result))]))
     table, items = targets(results)
     sections.append(("Targets", "", [("", table)]))
     sections.append(("Quality over time", f"{name}_quality.png", []))
@@ -680,8 +688,10 @@ def write(
         "quality at ¼ window": "sum of the qualities of the distinct pages served (200) by then",
         "time to half": "seconds until half of the whole web's quality was served",
         "time to 80%": "seconds until 80% of what the crawl gathered in all was served",
-        "busy": "share of the first quarter of the window (of the crawl, CPU-bound) in which "
-        "the host was serving the crawl's requests, from its access log",
+        "requests (most valuable hosts)": "requests the variant began at the host in the "
+        "first quarter of the window (of the crawl, CPU-bound), from its access log, and "
+        "their share of what the host allows a serial client then (1 + rate x time, or "
+        "time / latency; a bandwidth cap lowers it further)",
         "overlapping": "requests begun while another one to the same host was being served",
         "clairvoyant": "knows every quality, size, rate and link; no CPU cost (see realweb)",
         "clairvoyant, CPU-aware": "the same with one core that pays, per page and per byte, "
