@@ -32,6 +32,7 @@ number on its connection, the host's address, status, body bytes and the raw URI
 
 from __future__ import annotations
 
+import itertools
 import math
 import random
 import re
@@ -162,15 +163,36 @@ def apache_config(
 
 def normalise_log(raw: Path, out: Path) -> int:
     """Rewrite Apache's access log ``raw`` in :mod:`realweb.judge`'s format; the lines
-    written (a line that does not parse is left out, as the judge would)."""
-    written = []
+    written (a line that does not parse is left out, as the judge would).
+
+    Apache logs a request when its response's last bucket is freed, which on a kept-alive
+    connection can come after it has read the next request (write completion): the log
+    then shows request ``k`` ending up to a millisecond after request ``k + 1`` on the same
+    connection began. Without pipelining (Scrapy does not pipeline) the response was sent
+    before the next request came, so such an end is moved back to that beginning: the
+    overlap is the log's, not the crawler's. Requests on different connections keep their
+    times.
+    """
+    rows: list[list[Any]] = []
     for line in raw.read_text().splitlines():
         m = _APACHE_LINE.match(line)
         if m is None:
             continue
-        end, micros, port, before, host, status, size, uri = m.groups()
-        took = int(micros) / 1e6
-        written.append(f'{end} {took:.6f} {port} {int(before) + 1} {host} {status} {size} "{uri}"')
+        end_s, micros, port, before, host, status, size, uri = m.groups()
+        end = float(end_s)
+        rows.append([end - int(micros) / 1e6, end, port, int(before) + 1, host, status, size, uri])
+    by_connection: dict[tuple[str, str], list[list[Any]]] = {}
+    for row in rows:
+        by_connection.setdefault((row[4], row[2]), []).append(row)
+    for same in by_connection.values():
+        same.sort(key=lambda row: row[3])
+        for row, after in itertools.pairwise(same):
+            if after[3] == row[3] + 1 and after[0] < row[1]:
+                row[1] = after[0]
+    written = [
+        f'{end:.6f} {end - start:.6f} {port} {n} {host} {status} {size} "{uri}"'
+        for start, end, port, n, host, status, size, uri in rows
+    ]
     out.write_text("".join(w + "\n" for w in written))
     return len(written)
 

@@ -100,9 +100,15 @@ def check_apache_log() -> None:
             '100.250 125000 40000 2 127.0.1.3 200 5120 "GET /a/b%20c.html HTTP/1.1"\n'
             "a line Apache would not write\n"
             '101.000 1000 40002 0 127.0.1.4 404 0 "GET /gone.html HTTP/1.1"\n'
+            # logged 0.4 ms after the next request on its connection began (at 101.9996)
+            '102.000 500000 40004 0 127.0.1.5 200 10 "GET /x.html HTTP/1.1"\n'
+            '102.200 200400 40004 1 127.0.1.5 200 10 "GET /y.html HTTP/1.1"\n'
         )
-        assert normalise_log(raw, out) == 2
-        first, second = read_log(out)
+        assert normalise_log(raw, out) == 4
+        first, second, third, fourth = read_log(out)
+    # Moved back to the next one's beginning: they touch, they do not overlap.
+    assert abs(third.end - fourth.start) < 1e-6 and third.uri == "/x.html", (third, fourth)
+    assert abs((third.end - third.start) - 0.4996) < 1e-6, third
     assert first == Request(0.0, 0.125, 40000, 3, "127.0.1.3", 200, 5120, "/a/b%20c.html"), first
     assert second.connection == 40002 and second.on_connection == 1 and second.status == 404
     assert abs(second.start - (101.0 - 0.001 - 100.125)) < 1e-9, second
