@@ -369,6 +369,9 @@ def run_regime(
     result = {
         "profiles": servers.profiles_table(sites, profiles),
         "host_quality": {host: round(sum(pages.values()), 6) for host, pages in quality.items()},
+        "host_quarter_quality": quarter_quality(
+            quality, servers.profiles_table(sites, profiles), horizon / 4
+        ),
         "window_s": window,
         "runs": runs,
         "clairvoyant": {
@@ -485,18 +488,35 @@ def allowance(profile: dict[str, Any], until: float) -> float:
     return math.inf
 
 
+def quarter_quality(
+    quality: dict[str, dict[str, float]], profiles: list[dict[str, Any]], quarter: float
+) -> dict[str, float]:
+    """Per host, the most quality it can give in the first quarter: its best pages, as
+    many as it allows then (:func:`allowance`), as if all were known. Which hosts a
+    crawl should keep busy early: a host of many pages of little value each holds much
+    quality in all but little per request."""
+    out = {}
+    for p in profiles:
+        pages = sorted(quality[p["address"]].values(), reverse=True)
+        allowed = allowance(p, quarter)
+        out[p["address"]] = round(sum(pages if math.isinf(allowed) else pages[: int(allowed)]), 6)
+    return out
+
+
 def use_table(result: dict[str, Any]) -> report.Table:
-    """Whether a valuable host was kept busy: for the hosts holding the most quality, the
+    """Whether a valuable host was kept busy: for the hosts that can give the most quality
+    in the first quarter (:func:`quarter_quality`; the most in all, for older results), the
     requests each variant began there in the first quarter of the window (of the crawl,
     CPU-bound), and their share of what the host allows (:func:`allowance`)."""
-    hosts = sorted(result["host_quality"], key=result["host_quality"].get, reverse=True)
-    hosts = hosts[:VALUABLE_HOSTS]
+    rank = result.get("host_quarter_quality") or result["host_quality"]
+    hosts = sorted(rank, key=rank.get, reverse=True)[:VALUABLE_HOSTS]
     profiles = {p["address"]: p for p in result["profiles"]}
     runs = result["runs"]
     horizon = result["window_s"] or max(r["summary"]["last_end_s"] for r in runs.values())
     quarter = horizon / 4
     head = report.columns(
-        "site | quality held | limit | allows | " + " | ".join(f"{v} requests" for v in runs)
+        "site | quality held | of it in ¼ at most | limit | allows | "
+        + " | ".join(f"{v} requests" for v in runs)
     )
     rows = []
     for host in hosts:
@@ -514,6 +534,7 @@ def use_table(result: dict[str, Any]) -> report.Table:
             [
                 p["site"],
                 f"{result['host_quality'][host]:.3f}",
+                f"{result.get('host_quarter_quality', {}).get(host, math.nan):.3f}",
                 limit,
                 f"{allowed:.0f}" if math.isfinite(allowed) else "-",
                 *cells,
@@ -688,6 +709,9 @@ def write(
         "quality at ¼ window": "sum of the qualities of the distinct pages served (200) by then",
         "time to half": "seconds until half of the whole web's quality was served",
         "time to 80%": "seconds until 80% of what the crawl gathered in all was served",
+        "of it in ¼ at most": "the quality of the host's best pages, as many as it allows "
+        "a serial client in the first quarter: what it can give early if kept busy; the "
+        "hosts shown are those where this is largest",
         "requests (most valuable hosts)": "requests the variant began at the host in the "
         "first quarter of the window (of the crawl, CPU-bound), from its access log, and "
         "their share of what the host allows a serial client then (1 + rate x time, or "
