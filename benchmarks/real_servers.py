@@ -741,6 +741,25 @@ def write(
     return report.markdown(table)
 
 
+def render(name: str, web: str, sites: list[corpus.Site], workdir: Path) -> None:
+    """Write a committed run's report again from its JSON, with what the report has
+    learnt to show since (the hosts' quarter quality, from the corpus); the measurements
+    are the run's."""
+    saved = json.loads((RESULTS / f"{name}.json").read_text())
+    data = corpus.build(workdir, sites)
+    for result in saved["regimes"].values():
+        pages = {
+            p["address"]: {page: v[0] for page, v in data["sites"][p["site"]]["pages"].items()}
+            for p in result["profiles"]
+        }
+        runs = result["runs"]
+        horizon = result["window_s"] or max(r["summary"]["last_end_s"] for r in runs.values())
+        result.setdefault(
+            "host_quarter_quality", quarter_quality(pages, result["profiles"], horizon / 4)
+        )
+    write(saved["regimes"], saved["environment"], saved["command"], saved["elapsed_s"], name, web)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = report.arg_parser(
         __doc__, quick="60-s window, scrapy and crawl-capability; writes nothing"
@@ -779,12 +798,20 @@ def main(argv: list[str] | None = None) -> int:
         help=f"results file stem (default {NAME}, or {NAME}_apache for --web apache)",
     )
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/twolevel-real-servers"))
+    parser.add_argument(
+        "--render",
+        action="store_true",
+        help="crawl nothing: write the report of results/NAME.json again with this code",
+    )
     args = parser.parse_args(argv)
     web = WEBS[args.web]
     name = args.name or web.results
     sites = corpus.load_sites(web.corpus)
     if args.packages:
         print(" ".join(corpus.packages(sites)))
+        return 0
+    if args.render:
+        render(name, args.web, sites, args.workdir)
         return 0
     if not installed(sites, args.web):
         return 2
