@@ -98,43 +98,43 @@ PRIORITY_SCALE = 1_000_000
 class Web:
     """One real web: its sites, the server that serves them, how hosts are drawn."""
 
-    server: str  # the Debian package and command
+    packages: tuple[str, ...]  # the server's Debian packages
+    available: Callable[[], bool]  # whether the server is installed
+    #: ``(run folder, sites, profiles, refuse)`` -> the server for one crawl
+    server: Callable[
+        [Path, list[corpus.Site], list[servers.HostProfile], int], servers.LoopbackServer
+    ]
     corpus: Path
     draw_profiles: Callable[[int, int], list[servers.HostProfile]]
     results: str  # default results stem
     describe: str  # the report's sentence on what serves the sites
+    cpu_key: str  # the summary's key for the server's CPU seconds
 
 
 WEBS = {
     "nginx": Web(
-        "nginx",
+        ("nginx",),
+        servers.available,
+        servers.Nginx,
         corpus.CORPUS,
         servers.draw_profiles,
         NAME,
         "served by nginx, one loopback address each, with the rate, keep-alive and "
         "bandwidth limits in the JSON",
+        "nginx_cpu_s",
     ),
     "apache": Web(
-        "apache2",
+        ("apache2", "libapache2-mod-qos", "libpcre3", "openssl"),
+        apache.available,
+        lambda rundir, sites, profiles, refuse: apache.Apache(rundir, sites, profiles),
         corpus.CORPUS2,
         apache.draw_profiles,
         f"{NAME}_apache",
         "served by Apache httpd, one loopback address each, half of them over HTTPS, with "
         "the latency (mod_qos), bandwidth (mod_ratelimit) and keep-alive limits in the JSON",
+        "server_cpu_s",
     ),
 }
-
-
-def start_server(
-    web: str,
-    rundir: Path,
-    sites: list[corpus.Site],
-    profiles: list[servers.HostProfile],
-    refuse: int = 0,
-) -> servers.Nginx | apache.Apache:
-    if web == "apache":
-        return apache.Apache(rundir, sites, profiles)
-    return servers.Nginx(rundir, sites, profiles, refuse)
 
 
 TARGETS = {
@@ -146,22 +146,15 @@ TARGETS = {
 def installed(sites: list[corpus.Site], web: str = "nginx") -> bool:
     """Whether the web's server and the sites' packages are here; if not, say how to
     install them."""
-    ready = apache.available() if web == "apache" else servers.available()
-    if ready and not corpus.missing(sites):
+    if WEBS[web].available() and not corpus.missing(sites):
         return True
+    packages = " ".join(WEBS[web].packages)
     print(
-        f"Needs {' '.join(server_packages(web))} and the sites' packages (root): apt-get "
-        f"install -y --no-install-recommends {' '.join(server_packages(web))} "
-        f"{' '.join(corpus.packages(sites))}",
+        f"Needs {packages} and the sites' packages (root): apt-get install -y "
+        f"--no-install-recommends {packages} {' '.join(corpus.packages(sites))}",
         file=sys.stderr,
     )
     return False
-
-
-def server_packages(web: str) -> list[str]:
-    if web == "apache":
-        return ["apache2", "libapache2-mod-qos", "libpcre3", "openssl"]
-    return ["nginx"]
 
 
 def variant_settings(variant: str, close_after: float) -> dict[str, Any]:
@@ -195,7 +188,7 @@ def variant_settings(variant: str, close_after: float) -> dict[str, Any]:
 def run_crawl(
     workdir: Path,
     variant: str,
-    server: servers.Nginx | apache.Apache,
+    server: servers.LoopbackServer,
     seeds: list[str],
     priorities: dict[str, dict[str, int]],
     close_after: float,
@@ -307,10 +300,8 @@ def run_regime(
     """
     scale = REGIMES[regime] if rate_scale is None else rate_scale
     profiles = [p.scaled(scale) for p in WEBS[web].draw_profiles(len(sites), seed)]
-    quality = {
-        p.address: {page: v[0] for page, v in data["sites"][s.name]["pages"].items()}
-        for s, p in zip(sites, profiles, strict=True)
-    }
+    table = servers.profiles_table(sites, profiles)
+    quality = host_qualities(data, table)
     best = max(q for pages in quality.values() for q in pages.values())
     priorities = {
         host: {page: round(PRIORITY_SCALE * q / best) for page, q in pages.items()}
@@ -322,7 +313,7 @@ def run_regime(
     model: cpu_model.CpuModel | None = None  # fitted on crawl-capability's crawl
     for variant in variants:
         rundir = workdir / web / regime / variant
-        with start_server(web, rundir, sites, profiles, refuse) as server:
+        with WEBS[web].server(rundir, sites, profiles, refuse) as server:
             clock.log(f"{regime}: {variant} ...")
             cpu_before = server.cpu_seconds()
             result = run_crawl(
@@ -338,7 +329,7 @@ def run_regime(
         summary["crawler_cpu_s"] = round(result["cpu_s"], 2)
         summary["crawler_wall_s"] = round(result["wall_s"], 2)
         summary["cpu_ms_per_page"] = round(1000 * result["cpu_s"] / max(1, verdict.pages), 3)
-        summary["server_cpu_s" if web == "apache" else "nginx_cpu_s"] = round(server_cpu, 2)
+        summary[WEBS[web].cpu_key] = round(server_cpu, 2)
         summary["finish_reason"] = result["stats"].get("finish_reason")
         if "nodes_cpu_s" in result:
             summary["nodes_cpu_s"] = result["nodes_cpu_s"]
@@ -367,11 +358,9 @@ def run_regime(
     names = [s.name for s in sites]
     reference = clairvoyant.schedule(data, names, profiles, CONNECTIONS, horizon)
     result = {
-        "profiles": servers.profiles_table(sites, profiles),
+        "profiles": table,
         "host_quality": {host: round(sum(pages.values()), 6) for host, pages in quality.items()},
-        "host_quarter_quality": quarter_quality(
-            quality, servers.profiles_table(sites, profiles), horizon / 4
-        ),
+        "host_quarter_quality": quarter_quality(quality, table, horizon / 4),
         "window_s": window,
         "runs": runs,
         "clairvoyant": {
@@ -473,6 +462,20 @@ def regime_table(regime: str, result: dict[str, Any]) -> report.Table:
     return head, rows
 
 
+def host_qualities(data: dict[str, Any], profiles: list[dict[str, Any]]) -> dict[str, Any]:
+    """Host address -> {page path: quality}, from the corpus (:func:`corpus.build`) and the
+    hosts' profiles (:func:`servers.profiles_table`: which site each address serves)."""
+    return {
+        p["address"]: {page: v[0] for page, v in data["sites"][p["site"]]["pages"].items()}
+        for p in profiles
+    }
+
+
+def horizon_of(result: dict[str, Any]) -> float:
+    """A regime's judged span: its window, or (run to the end) the longest crawl's."""
+    return result["window_s"] or max(r["summary"]["last_end_s"] for r in result["runs"].values())
+
+
 #: How many of the most valuable hosts :func:`use_table` shows.
 VALUABLE_HOSTS = 4
 
@@ -512,8 +515,7 @@ def use_table(result: dict[str, Any]) -> report.Table:
     hosts = sorted(rank, key=rank.get, reverse=True)[:VALUABLE_HOSTS]
     profiles = {p["address"]: p for p in result["profiles"]}
     runs = result["runs"]
-    horizon = result["window_s"] or max(r["summary"]["last_end_s"] for r in runs.values())
-    quarter = horizon / 4
+    quarter = horizon_of(result) / 4
     head = report.columns(
         "site | quality held | of it in ¼ at most | limit | allows | "
         + " | ".join(f"{v} requests" for v in runs)
@@ -779,14 +781,10 @@ def render(name: str, web: str, sites: list[corpus.Site], workdir: Path) -> None
     saved = json.loads((RESULTS / f"{name}.json").read_text())
     data = corpus.build(workdir, sites)
     for result in saved["regimes"].values():
-        pages = {
-            p["address"]: {page: v[0] for page, v in data["sites"][p["site"]]["pages"].items()}
-            for p in result["profiles"]
-        }
-        runs = result["runs"]
-        horizon = result["window_s"] or max(r["summary"]["last_end_s"] for r in runs.values())
+        quality = host_qualities(data, result["profiles"])
         result.setdefault(
-            "host_quarter_quality", quarter_quality(pages, result["profiles"], horizon / 4)
+            "host_quarter_quality",
+            quarter_quality(quality, result["profiles"], horizon_of(result) / 4),
         )
     write(saved["regimes"], saved["environment"], saved["command"], saved["elapsed_s"], name, web)
 

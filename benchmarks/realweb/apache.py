@@ -37,14 +37,12 @@ import math
 import random
 import re
 import signal
-import socket
 import subprocess
-import time
 from pathlib import Path
 from typing import Any
 
 from realweb.corpus import Site
-from realweb.servers import KEEPALIVE_CHOICES, HostProfile, address, free_port
+from realweb.servers import KEEPALIVE_CHOICES, HostProfile, LoopbackServer, address
 
 #: Seconds Apache holds each request (the politeness-bound regime; the CPU-bound one
 #: divides them by its rate scale).
@@ -223,25 +221,14 @@ def self_signed(workdir: Path) -> None:
     )
 
 
-class Apache:
-    """One Apache for one crawl: a fresh access log, fresh connections (the interface of
-    :class:`realweb.servers.Nginx`)."""
+class Apache(LoopbackServer):
+    """One Apache for one crawl: a fresh access log, fresh connections."""
+
+    name = "apache"
 
     def __init__(self, workdir: Path, sites: list[Site], profiles: list[HostProfile]) -> None:
-        self.workdir = workdir
-        self.sites = sites
-        self.profiles = profiles
-        self.port = free_port()
-        self.raw_log = workdir / "apache-access.log"
-        self.log = workdir / "access.log"  # judge's format, written at stop
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def seeds(self, index_of: dict[str, str]) -> list[str]:
-        return [self.url(i, index_of[s.name]) for i, s in enumerate(self.sites)]
-
-    def url(self, i: int, path: str) -> str:
-        p = self.profiles[i]
-        return f"{'https' if p.tls else 'http'}://{p.address}:{self.port}/{path}"
+        super().__init__(workdir, sites, profiles)
+        self.raw_log = workdir / "apache-access.log"  # Apache's format; self.log at stop
 
     def start(self) -> None:
         self.workdir.mkdir(parents=True, exist_ok=True)
@@ -252,61 +239,22 @@ class Apache:
         conf.write_text(
             apache_config(self.workdir, self.port, self.sites, self.profiles, self.raw_log)
         )
-        cmd = ["apache2", "-f", str(conf), "-DFOREGROUND"]
-        self.proc = subprocess.Popen(cmd, stderr=subprocess.PIPE)
-        deadline = time.monotonic() + 10
-        for p in self.profiles:
-            while True:
-                try:
-                    socket.create_connection((p.address, self.port), timeout=1).close()
-                    break
-                except OSError:
-                    if self.proc.poll() is not None or time.monotonic() > deadline:
-                        err = self.proc.stderr.read().decode() if self.proc.stderr else ""
-                        errors = (
-                            (self.workdir / "error.log").read_text()[-2000:]
-                            if (self.workdir / "error.log").exists()
-                            else ""
-                        )
-                        raise RuntimeError(f"apache did not start: {err}{errors}") from None
-                    time.sleep(0.05)  # startup poll: Apache reports readiness no other way
+        self.launch(["apache2", "-f", str(conf), "-DFOREGROUND"])
 
-    def cpu_seconds(self) -> float:
-        """CPU time of Apache (parent and children) so far."""
-        import psutil
-
-        if self.proc is None:
-            return 0.0
-        proc = psutil.Process(self.proc.pid)
-        total = 0.0
-        for p in [proc, *proc.children(recursive=True)]:
-            t = p.cpu_times()
-            total += t.user + t.system
-        return total
+    def startup_errors(self) -> str:
+        errors = self.workdir / "error.log"
+        return errors.read_text()[-2000:] if errors.exists() else ""
 
     def stop(self) -> None:
         if self.proc is None:
             return
         # Apache writes each log line as its request ends (no BufferedLogs): a plain stop
         # loses none.
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        self.proc = None
+        self.terminate(signal.SIGTERM)
         if self.raw_log.exists():
             normalise_log(self.raw_log, self.log)
         else:
             self.log.write_text("")  # no request reached the server
-
-    def __enter__(self) -> Apache:
-        self.start()
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.stop()
 
 
 def apache_version() -> str:

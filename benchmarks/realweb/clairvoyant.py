@@ -8,9 +8,9 @@ page is discovered when a page linking to it has been fetched; the start pages a
 over ``delay + BASE + latency + size / bandwidth``, where the delay is what the host's
 rate limit will hold the request (nginx's ``limit_req``, a leaky bucket: requests are
 spaced ``1 / rate`` apart, the first one free) and the latency what the server holds every
-request (the Apache web's ``QS_Delay``, :mod:`realweb.apache`). TLS handshakes and
-connection set-up cost nothing here. The crawler's own CPU, connection set-up and link
-parsing cost nothing here: it is a bound for the politeness-bound regime, not a crawler.
+request (the Apache web's ``QS_Delay``, :mod:`realweb.apache`). The crawler's own CPU,
+connection set-up, TLS handshakes and link parsing cost nothing here: it is a bound for
+the politeness-bound regime, not a crawler.
 :func:`schedule_cpu` is the same crawler with one core that pays the CPU a real crawl was
 measured to spend per page and per byte (:mod:`realweb.cpu_model`).
 """

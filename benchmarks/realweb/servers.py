@@ -32,7 +32,7 @@ import subprocess
 import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 from realweb.corpus import Site
 
@@ -165,35 +165,36 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-class Nginx:
-    """One nginx for one crawl: a fresh access log and fresh rate-limit state."""
+class LoopbackServer:
+    """One server process for one crawl, its hosts on loopback addresses: a fresh access
+    log and fresh limits. Subclasses write the configuration, start it with
+    :meth:`launch` and stop it with :meth:`terminate`."""
 
-    def __init__(
-        self, workdir: Path, sites: list[Site], profiles: list[HostProfile], refuse: int = 0
-    ) -> None:
+    name = "server"
+
+    def __init__(self, workdir: Path, sites: list[Site], profiles: list[HostProfile]) -> None:
         self.workdir = workdir
-        self.refuse = refuse
         self.sites = sites
         self.profiles = profiles
         self.port = free_port()
-        self.log = workdir / "access.log"
+        self.log = workdir / "access.log"  # in realweb.judge's format once stopped
         self.proc: subprocess.Popen[bytes] | None = None
 
     def seeds(self, index_of: dict[str, str]) -> list[str]:
         return [self.url(i, index_of[s.name]) for i, s in enumerate(self.sites)]
 
     def url(self, i: int, path: str) -> str:
-        return f"http://{self.profiles[i].address}:{self.port}/{path}"
+        p = self.profiles[i]
+        return f"{'https' if p.tls else 'http'}://{p.address}:{self.port}/{path}"
 
     def start(self) -> None:
-        self.workdir.mkdir(parents=True, exist_ok=True)
-        (self.workdir / "tmp").mkdir(exist_ok=True)
-        self.log.unlink(missing_ok=True)
-        conf = self.workdir / "nginx.conf"
-        conf.write_text(
-            nginx_config(self.workdir, self.port, self.sites, self.profiles, self.log, self.refuse)
-        )
-        cmd = ["nginx", "-p", str(self.workdir), "-c", str(conf), "-g", "daemon off;"]
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        raise NotImplementedError
+
+    def launch(self, cmd: list[str]) -> None:
+        """Start ``cmd`` and wait until every host accepts connections."""
         self.proc = subprocess.Popen(cmd, stderr=subprocess.PIPE)
         deadline = time.monotonic() + 10
         for p in self.profiles:
@@ -204,11 +205,29 @@ class Nginx:
                 except OSError:
                     if self.proc.poll() is not None or time.monotonic() > deadline:
                         err = self.proc.stderr.read().decode() if self.proc.stderr else ""
-                        raise RuntimeError(f"nginx did not start: {err}") from None
-                    time.sleep(0.05)  # startup poll: nginx reports readiness no other way
+                        raise RuntimeError(
+                            f"{self.name} did not start: {err}{self.startup_errors()}"
+                        ) from None
+                    time.sleep(0.05)  # startup poll: the server reports readiness no other way
+
+    def startup_errors(self) -> str:
+        """What the server logged of its failure to start, beyond its stderr."""
+        return ""
+
+    def terminate(self, sig: signal.Signals) -> None:
+        """Send ``sig`` and wait for the process (killed after 20 s)."""
+        if self.proc is None:
+            return
+        self.proc.send_signal(sig)
+        try:
+            self.proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.proc = None
 
     def cpu_seconds(self) -> float:
-        """CPU time of nginx (master and workers) so far."""
+        """CPU time of the server (parent and children) so far."""
         import psutil
 
         if self.proc is None:
@@ -220,23 +239,37 @@ class Nginx:
             total += t.user + t.system
         return total
 
-    def stop(self) -> None:
-        if self.proc is None:
-            return
-        self.proc.send_signal(signal.SIGQUIT)  # graceful: the access log is complete
-        try:
-            self.proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        self.proc = None
-
-    def __enter__(self) -> Nginx:
+    def __enter__(self) -> Self:
         self.start()
         return self
 
     def __exit__(self, *exc: Any) -> None:
         self.stop()
+
+
+class Nginx(LoopbackServer):
+    """One nginx for one crawl: a fresh access log and fresh rate-limit state."""
+
+    name = "nginx"
+
+    def __init__(
+        self, workdir: Path, sites: list[Site], profiles: list[HostProfile], refuse: int = 0
+    ) -> None:
+        super().__init__(workdir, sites, profiles)
+        self.refuse = refuse
+
+    def start(self) -> None:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        (self.workdir / "tmp").mkdir(exist_ok=True)
+        self.log.unlink(missing_ok=True)
+        conf = self.workdir / "nginx.conf"
+        conf.write_text(
+            nginx_config(self.workdir, self.port, self.sites, self.profiles, self.log, self.refuse)
+        )
+        self.launch(["nginx", "-p", str(self.workdir), "-c", str(conf), "-g", "daemon off;"])
+
+    def stop(self) -> None:
+        self.terminate(signal.SIGQUIT)  # graceful: the access log is complete
 
 
 def profiles_table(sites: list[Site], profiles: list[HostProfile]) -> list[dict[str, Any]]:
