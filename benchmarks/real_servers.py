@@ -73,6 +73,7 @@ POLICIES = (
     "quality-first",
     "crawl-capability",
     "resource-capability",
+    "binding-capability",
 )
 #: crawl-capability without the duplicate-links middleware: what the middleware adds.
 WITHOUT_EARLY_DROP = "crawl-capability-without-duplicate-links"

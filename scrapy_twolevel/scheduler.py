@@ -36,6 +36,7 @@ ends in a cascade whose last line is ``RuntimeError: Engine slot not assigned``;
 from __future__ import annotations
 
 import logging
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -54,6 +55,7 @@ from .codec import SpiderCodec
 from .components import SCHEDULER_ROLE
 from .config import ClusterConfig, TwoLevelConfig
 from .frontier import PLAIN_LANE, Frontier, Policy
+from .frontier.binding import CpuPrice
 from .frontier.topic_frontier import TopicSelector, TopicSpec, lane_host
 from .glue.assembly import assemble
 from .glue.collector import CollectorTuning
@@ -155,6 +157,12 @@ class TwoLevelScheduler(BaseScheduler):
         self._wake = Alarm(lambda: wake_engine(crawler), self._now)
         #: Asks the engine again on the next reactor turn (see SKIPPED_PER_CALL).
         self._wake_soon = Timer(lambda: wake_engine(crawler))
+        #: The price of a CPU second, for a policy that ranks by it (binding-capability).
+        self.cpu_price = (
+            CpuPrice(time.monotonic, time.process_time, config.cost.connections)
+            if policy.prices_cpu
+            else None
+        )
         if self._cluster_config is not None and self.statedir is not None:
             logger.info(
                 "With TWOLEVEL_REDIS_URL the frontier and the seen keys live in Redis; "
@@ -346,6 +354,8 @@ class TwoLevelScheduler(BaseScheduler):
         frontier, store = parts.frontier, parts.store
         if parts.seeds is not None:
             parts.seeds.release_due()
+        if self.cpu_price is not None:
+            self._reprice(frontier, self.cpu_price)
         if not store.may_dispatch():
             return None
         skipped = 0
@@ -384,6 +394,17 @@ class TwoLevelScheduler(BaseScheduler):
             self.inflight.handed_out(request, lane)
         store.dispatched()
         return request
+
+    def _reprice(self, frontier: Frontier, cpu_price: CpuPrice) -> None:
+        """Rank hosts at the crawl's new price of a CPU second, if it moved."""
+        price = cpu_price.sample()
+        if price is None:
+            return
+        started = time.monotonic()
+        frontier.reprice(price)
+        cpu_price.rescored(time.monotonic() - started)
+        self._inc_stat("twolevel/cpu_price_changes")
+        self.stats.set_value("twolevel/cpu_price", price)
 
     # -- the view: what the package's middlewares and extensions ask (view.py) ----------
 

@@ -33,6 +33,7 @@ POLICIES = [
     "quality-first",
     "crawl-capability",
     "resource-capability",
+    "binding-capability",
 ]
 TWOLEVEL = {
     "SCHEDULER": "scrapy_twolevel.scheduler.TwoLevelScheduler",

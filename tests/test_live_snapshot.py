@@ -91,6 +91,7 @@ def test_each_host_is_in_one_state_and_says_why():
             "default_connection_time": 0.01,
             "default_response_time": 0.01,
             "connections": 1,
+            "cpu_price": 1.0,
         },
         "max_open_hosts": None,
         "pending": 5,

@@ -9,12 +9,20 @@ import json
 import sqlite3
 
 import pytest
-from helpers import MIDDLEWARE, ContractSpider, create_scheduler, dequeue_all, finish
+from helpers import (
+    MIDDLEWARE,
+    ContractSpider,
+    FakeClock,
+    create_scheduler,
+    dequeue_all,
+    finish,
+)
 from scrapy import Request
 from scrapy.utils.test import get_crawler
 
 from scrapy_twolevel.errors import StateError
 from scrapy_twolevel.frontier import Measurement
+from scrapy_twolevel.frontier.binding import CpuPrice
 from scrapy_twolevel.meta import HOST as HOST_META_KEY
 from scrapy_twolevel.scheduler import TwoLevelScheduler
 
@@ -471,3 +479,28 @@ def test_counts_reach_the_stats_after_each_next_request_and_at_close():
     assert crawler.stats.get_value("scheduler/enqueued") == 4
     scheduler.reporter.inc("twolevel/after_close")  # a late count goes straight through
     assert crawler.stats.get_value("twolevel/after_close") == 1
+
+
+def test_binding_capability_ranks_at_the_measured_price_of_cpu():
+    scheduler, crawler = create_scheduler(
+        {"TWOLEVEL_POLICY": "binding-capability", "CONCURRENT_REQUESTS": 8}
+    )
+    assert scheduler.cpu_price is not None and scheduler.cpu_price.lowest == 1 / 8
+    # The crawl's clocks, driven by the test: a second with the core saturated.
+    wall, cpu = FakeClock(100.0), FakeClock(5.0)
+    scheduler.cpu_price = CpuPrice(wall, cpu, 8)
+    for i in range(3):
+        scheduler.enqueue_request(Request(f"http://h{i}.example/"))
+    assert scheduler.next_request() is not None
+    assert scheduler.frontier.params.cpu_price == 1.0
+    wall.now += 1.0
+    cpu.now += 1.0
+    assert scheduler.next_request() is not None
+    assert scheduler.frontier.params.cpu_price == 4.0
+    stats = crawler.stats.get_stats()
+    assert stats["twolevel/cpu_price"] == 4.0 and stats["twolevel/cpu_price_changes"] == 1
+    scheduler.close("finished")
+    # A policy with a fixed price measures nothing.
+    other, _ = create_scheduler({"TWOLEVEL_POLICY": "resource-capability"})
+    assert other.cpu_price is None
+    other.close("finished")

@@ -6,6 +6,7 @@ from .hosts import Host, SessionRecord
 from .interface import Frontier
 from .policies import (
     BUILTIN_POLICIES,
+    BindingCapability,
     BreadthFirst,
     CrawlCapability,
     PerformanceFirst,
@@ -18,6 +19,7 @@ from .queues import FifoHostQueue, HostQueue, QualityHostQueue
 __all__ = [
     "BUILTIN_POLICIES",
     "PLAIN_LANE",
+    "BindingCapability",
     "BreadthFirst",
     "CostParams",
     "CrawlCapability",

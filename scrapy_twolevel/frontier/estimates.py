@@ -83,6 +83,9 @@ class CostParams:
     #: Requests the crawl has in flight at most (``TWOLEVEL_MAX_OPEN_HOSTS``): a second
     #: of one host's time is ``1 / connections`` of the crawl's connection capacity.
     connections: int = 1
+    #: What a second of the crawler's CPU costs, in seconds of the crawl's whole
+    #: connection capacity (binding-capability's ``r``; measured, see :mod:`.binding`).
+    cpu_price: float = 1.0
 
 
 @dataclass(frozen=True, slots=True)

@@ -35,6 +35,7 @@ import random
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import replace
 from typing import Any
 
 from . import dormant
@@ -477,6 +478,14 @@ class TwoLevelFrontier:
         if host.budget is not None and host.fetched >= host.budget and not host.given_up:
             self._unrank(host)
             self._give_up(host, GIVEN_UP_BUDGET)
+
+    def reprice(self, cpu_price: float) -> None:
+        """The crawl's price of a CPU second changed (:mod:`.binding`): rank every host
+        again at it. Hosts not ranked now (open, waiting) are scored when they are."""
+        self.params = replace(self.params, cpu_price=cpu_price)
+        if self.policy.prices_cpu:
+            policy, params = self.policy, self.params
+            self._ranking.rescore(lambda host: policy.score(host.queue, host.estimate, params))
 
     def estimates_changed(self, host: Host) -> None:
         """Re-size the host's session head and re-rank it after its estimate changed."""

@@ -29,6 +29,9 @@ class Frontier(Protocol):
 
     def observe(self, lane: str, measured: Measurement) -> None: ...
 
+    def reprice(self, cpu_price: float) -> None:
+        """The crawl's price of a CPU second changed: rank hosts at it (:mod:`.binding`)."""
+
     def observe_failure(
         self,
         lane: str,

@@ -32,6 +32,9 @@ class Policy:
     orders_urls_by_quality: ClassVar[bool] = False
     #: Needs :class:`~scrapy_twolevel.middleware.HostMetricsMiddleware` to measure hosts.
     needs_host_metrics: ClassVar[bool] = False
+    #: Scores use ``CostParams.cpu_price``, which the crawl measures and changes while it
+    #: runs (:mod:`.binding`): every ranked host is scored again when it does.
+    prices_cpu: ClassVar[bool] = False
 
     def score(self, queue: HostQueue, estimate: HostEstimate, params: CostParams) -> float:
         """Return how good opening this host now would be; higher is better."""
@@ -149,7 +152,41 @@ class ResourceCapability(CrawlCapability):
         return took / max(1, params.connections) + batch * estimate.processing_time
 
 
+class BindingCapability(ResourceCapability):
+    """``C(s,i) = S * (sum of the next P qualities) / (T(s,i) / K + r * P(s,i) * X(s,i))``.
+
+    Resource-capability with the core's price ``r`` measured instead of fixed: ``r`` is
+    what a second of the crawler's CPU costs, in seconds of the crawl's whole connection
+    capacity (``CostParams.cpu_price``). :class:`~.binding.CpuPrice` moves it while the
+    crawl runs, from the share of the last second the crawler's process spent on the
+    CPU: up (by 4x a second, to at most 64) while the core is saturated, so hosts rank
+    by quality per CPU second and slow hosts of light pages fill the connections the
+    core leaves idle; down (to at least ``1 / K``) while it is not, so hosts rank by
+    quality per second of a connection and a slow, valuable host keeps its slot. At
+    ``r = 1`` this is resource-capability; at ``r = 1 / K``, crawl-capability
+    (``K * (T / K + P * X / K) = T + P * X``). ``T``, ``P``, ``X``, ``S`` as in
+    :class:`CrawlCapability`.
+    """
+
+    name = "binding-capability"
+    prices_cpu = True
+
+    def cost(self, batch: int, estimate: HostEstimate, params: CostParams) -> float:
+        """``T / K + r * P * X``: the session's connection share, its CPU at the core's price."""
+        took = estimate.session_gain() + batch * estimate.service(params)
+        return (
+            took / max(1, params.connections) + params.cpu_price * batch * estimate.processing_time
+        )
+
+
 BUILTIN_POLICIES: dict[str, type[Policy]] = {
     cls.name: cls
-    for cls in (BreadthFirst, PerformanceFirst, QualityFirst, CrawlCapability, ResourceCapability)
+    for cls in (
+        BreadthFirst,
+        PerformanceFirst,
+        QualityFirst,
+        CrawlCapability,
+        ResourceCapability,
+        BindingCapability,
+    )
 }

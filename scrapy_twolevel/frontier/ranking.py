@@ -80,6 +80,18 @@ class HostRanking:
             self.remove(best)
         return best
 
+    def rescore(self, score: Callable[[Host], float]) -> None:
+        """Score every ranked host again (the policy's prices changed): one pass and a
+        heapify, not a heap push per host; each keeps its place among ties."""
+        entries = []
+        for entry in self._heap:
+            host = self._live_host(entry)
+            if host is not None:
+                host.rank_key = -score(host)
+                entries.append((host.rank_key, entry[1], entry[2]))
+        heapq.heapify(entries)
+        self._heap = entries
+
     def _live_host(self, entry: tuple[float, int, str]) -> Host | None:
         """The host of a heap entry, or ``None`` if the entry is stale."""
         host = self._hosts.get(entry[2])

@@ -359,6 +359,10 @@ class TopicFrontier:
         }
         return again[topic]
 
+    def reprice(self, cpu_price: float) -> None:
+        for frontier in self.frontiers.values():
+            frontier.reprice(cpu_price)
+
     def backed_off(self, lane: str) -> bool:
         topic, host = split_lane(lane)
         return self.frontiers[topic].backed_off(host)

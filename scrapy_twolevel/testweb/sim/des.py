@@ -95,10 +95,10 @@ Reuse = Literal["session", "pool"]
 SEED_QUALITY = 1.0
 
 #: The two-level frontier's policies, by name.
-#: The built-in policies but resource-capability: the simulation has no crawler CPU, and
-#: without it resource-capability ranks hosts as crawl-capability does.
+#: The built-in policies but those that price the crawler's CPU: the simulation has none,
+#: and without it they rank hosts as crawl-capability does.
 TWOLEVEL_VARIANTS: tuple[str, ...] = tuple(
-    p for p in BUILTIN_POLICIES if p != ResourceCapability.name
+    p for p in BUILTIN_POLICIES if not issubclass(BUILTIN_POLICIES[p], ResourceCapability)
 )
 #: Scrapy's stock scheduler: ``ScrapyPriorityQueue`` over ``LifoMemoryQueue`` (depth-first
 #: order among equal priorities), over ``FifoMemoryQueue`` (breadth-first order), and
