@@ -24,7 +24,7 @@ from scrapy_twolevel.frontier import (
     ewma,
 )
 from scrapy_twolevel.frontier.connections import ConnectionTracker, ReplyFacts
-from scrapy_twolevel.frontier.estimates import PACE_LEAD
+from scrapy_twolevel.frontier.estimates import PACE_LEAD, TypicalPage
 
 pytestmark = pytest.mark.unit
 
@@ -834,3 +834,27 @@ def test_a_host_of_heavy_pages_ends_its_session_for_a_better_use_of_the_crawlers
     assert (f.sessions_ended, f.session_extensions) == ((0, 1) if goes_on else (1, 0))
     if goes_on:
         assert f.pop() == ("a", "a4")
+
+
+def test_a_hosts_first_page_is_weighed_against_the_crawls_typical_page():
+    typical = TypicalPage()
+    assert typical.size == 0.0
+    for size in (4_000, 16_000, 0, None):  # no body, or none known: no page
+        typical.add(size)
+    assert (typical.pages, typical.size) == (2, pytest.approx(8_000))  # sqrt(4e3 * 16e3)
+    f = TwoLevelFrontier(CrawlCapability(), PARAMS, max_open_hosts=2)
+    common = dict(new_connection=False, served_on_connection=1, closed_by_server=False)
+    for host, size in (("a", 4_000), ("a", 16_000), ("b", 2_700_000), ("b", 8_000)):
+        f.push(host, 1.0, size)
+        assert f.pop() == (host, size)
+        f.observe(host, Measurement(latency=0.005, elapsed=0.01, size=size, **common))
+        f.done(host)
+        if host == "b" and size > 8_000:
+            # b's first page, 2.7 MB, against the crawl's typical 8 KB counted as two of
+            # b's pages: 8,000 * 337.5 ** (1/3) = 55,699 bytes, not 2.7 MB.
+            assert f.host("b").estimate.page_size == pytest.approx(55_699, rel=1e-4)
+    # Later pages as before: exp(0.8 ln 55,699 + 0.2 ln 8,000) = 37,937.
+    assert f.host("b").estimate.page_size == pytest.approx(55_699**0.8 * 8_000**0.2, rel=1e-4)
+    # a's first page came before any: it stood alone (4,000), then 0.8/0.2 as before.
+    assert f.host("a").estimate.page_size == pytest.approx(4_000**0.8 * 16_000**0.2)
+    assert f.typical_page.pages == 4

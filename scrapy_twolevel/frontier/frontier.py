@@ -47,6 +47,7 @@ from .estimates import (
     HostEstimate,
     Measurement,
     SharedPrior,
+    TypicalPage,
 )
 from .failures import FailurePolicy, jittered
 from .hosts import (
@@ -183,6 +184,8 @@ class TwoLevelFrontier:
         # One estimate shared by every host never measured (copied on its first
         # observation): ~100 bytes per host saved in a frontier of many small hosts.
         self._prior = SharedPrior(params)
+        #: The crawl's typical page, which a host's first page is weighed against.
+        self.typical_page = TypicalPage()
         self._prior_head_size = policy.session_length(1 << 30, self._prior)
 
     # -- queueing ---------------------------------------------------------------
@@ -327,7 +330,10 @@ class TwoLevelFrontier:
         """
         host, now, sent, gap = self._answered(host_key)
         idle = host.last_end is None or sent - host.last_end >= IDLE_GAP
-        delay = host.estimate.observe(self.params, measured, gap=gap, idle=idle)
+        delay = host.estimate.observe(
+            self.params, measured, gap=gap, idle=idle, typical_page=self.typical_page.size
+        )
+        self.typical_page.add(measured.size)
         # The server's rate limit, if it has one: its next request waits until the pace has
         # passed since this one's service began (sent, then held for ``delay``).
         host.ready_at = sent + delay + host.estimate.pace if host.estimate.pace else 0.0
