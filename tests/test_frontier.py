@@ -569,6 +569,24 @@ def test_a_held_response_is_a_pace_sample_and_pace_shrinks_when_not_held():
     assert est.response_time < 0.02
 
 
+def test_a_short_hold_after_a_long_gap_is_no_pace_sample():
+    est = _measured(0.005)
+    held = dict(new_connection=False, served_on_connection=2, closed_by_server=False)
+    # 0.065 s against a usual 0.005: held 0.06 s, but sent 6.44 s after the previous
+    # request: it would imply a pace of 6.5 s of which the hold is under a tenth
+    # (PACE_HOLD_SHARE). Left out of the latency as a hold; no pace sample, no shrink.
+    assert est.observe(
+        PARAMS, Measurement(latency=0.065, **held), gap=6.44, idle=True
+    ) == pytest.approx(0.06)
+    assert (est.pace, est.pace_samples) == (0.0, 0)
+    # The same hold 0.3 s after the previous request: 0.06 of 0.3 + 0.06 - 0.06 = 0.3
+    # is a fifth: a pace of 0.3 s.
+    assert est.observe(
+        PARAMS, Measurement(latency=0.065, **held), gap=0.3, idle=False
+    ) == pytest.approx(0.06)
+    assert (est.pace, est.pace_samples) == (pytest.approx(0.3), 1)
+
+
 def test_on_a_new_connection_only_time_beyond_the_usual_set_up_is_a_hold():
     est = _measured(0.01)
     new = dict(new_connection=True, served_on_connection=1, closed_by_server=True)
