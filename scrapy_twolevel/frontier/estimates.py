@@ -19,7 +19,8 @@ from typing import Any
 #: ``DELAY_MIN`` seconds, was held by the server: a rate limit (nginx ``limit_req`` in delay
 #: mode, a CDN's) or a queue in front of it. The smallest rate limit that matters to one
 #: request at a time holds requests 0.1 s (600 per minute); crawler CPU and loopback noise
-#: stay well under 50 ms.
+#: stay well under 50 ms while the crawler has CPU to spare (a saturated one lags more:
+#: see ``PACE_HOLD_SHARE``).
 DELAY_MIN = 0.05
 DELAY_FACTOR = 2.0
 #: Each response not held shrinks a host's pace by this factor: a pace learnt too long (or
