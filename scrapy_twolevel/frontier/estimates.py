@@ -30,7 +30,7 @@ PACE_DECAY = 0.95
 #: (the gap since the previous request plus the hold): a server that paces holds a request
 #: sent early by what is left of its pace, while a short hold after a long gap is as
 #: likely the crawler's own lag. Measured on the real-server benchmark's CPU-bound web: a
-#: saturated crawler measured 50–60 ms "holds" at a host whose pace was 6 ms, each after
+#: saturated crawler measured 50 to 60 ms "holds" at a host whose pace was 6 ms, each after
 #: 6 s without a request there, and learnt a pace of 6.5 s from them, which kept the web's
 #: most valuable host to one request every 6 s for 12 s.
 PACE_HOLD_SHARE = 0.1
