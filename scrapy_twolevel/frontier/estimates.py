@@ -69,9 +69,10 @@ SIZE_MIN = 1
 #: against this many pages of the host's own: a site's start page is often far from its
 #: typical page (on the real-server benchmark's web, cmake's was 2.7 MB, 330 times its
 #: typical 8 KB), and a host whose cost is taken from it alone ranks far too low until
-#: its next pages correct it, which a host ranked low gets late. 2 is the ratio of the within-site to the
-#: between-site variance of the logarithm of page sizes on the benchmarks' two corpora
-#: (2.9 and 1.6): the weight an empirical-Bayes estimate gives a prior mean.
+#: its next pages correct it, which a host ranked low gets late. 2 is the ratio of the
+#: within-site to the between-site variance of the logarithm of page sizes on the
+#: benchmarks' two corpora (2.9 and 1.6): the weight an empirical-Bayes estimate gives a
+#: prior mean.
 PAGE_PRIOR_PAGES = 2.0
 
 
