@@ -147,9 +147,17 @@ class ResourceCapability(CrawlCapability):
     name = "resource-capability"
 
     def cost(self, batch: int, estimate: HostEstimate, params: CostParams) -> float:
-        """``T / K + P * X``: the session's shares of the connections and of the core."""
+        """``T / K + r * P * X``: the session's shares of the connections and of the core,
+        the core's at its price ``r`` (:meth:`cpu_price`)."""
         took = estimate.session_gain() + batch * estimate.service(params)
-        return took / max(1, params.connections) + batch * estimate.processing_time
+        return (
+            took / max(1, params.connections)
+            + self.cpu_price(params) * batch * estimate.processing_time
+        )
+
+    def cpu_price(self, params: CostParams) -> float:
+        """``r``: what a second of the core costs in seconds of all connections; 1 here."""
+        return 1.0
 
 
 class BindingCapability(ResourceCapability):
@@ -171,12 +179,9 @@ class BindingCapability(ResourceCapability):
     name = "binding-capability"
     prices_cpu = True
 
-    def cost(self, batch: int, estimate: HostEstimate, params: CostParams) -> float:
-        """``T / K + r * P * X``: the session's connection share, its CPU at the core's price."""
-        took = estimate.session_gain() + batch * estimate.service(params)
-        return (
-            took / max(1, params.connections) + params.cpu_price * batch * estimate.processing_time
-        )
+    def cpu_price(self, params: CostParams) -> float:
+        """The measured price (``CostParams.cpu_price``)."""
+        return params.cpu_price
 
 
 BUILTIN_POLICIES: dict[str, type[Policy]] = {
