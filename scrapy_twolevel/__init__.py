@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
+from ._version import __version__ as __version__
 from .addon import Addon
 from .config import TwoLevelConfig
 from .errors import SettingsError, StateError
@@ -41,7 +42,6 @@ __all__ = [
     "TwoLevelScheduler",
 ]
 
-__version__ = "0.1.0"
 
 #: Imported on first use, so ``import scrapy_twolevel`` (e.g. for settings constants) does
 #: not import Scrapy's scheduler machinery.

@@ -414,6 +414,11 @@ TOPICS = Setting("TWOLEVEL_TOPICS", None, _as_is)
 PORT = Setting("TWOLEVEL_WEB_PORT", None, optional(integer("0-65535", lambda v: 0 <= v < 65536)))
 WEB_HOST = Setting("TWOLEVEL_WEB_HOST", "127.0.0.1", path)  # the live view: live/extension.py
 WEB_TOP_HOSTS = Setting("TWOLEVEL_WEB_TOP_HOSTS", 50, AT_LEAST_ONE)
+PROMETHEUS_MAX_HOSTS = Setting(
+    "TWOLEVEL_PROMETHEUS_MAX_HOSTS",
+    50,
+    integer("an integer >= 0 (0: no per-host series)", lambda v: v >= 0),
+)
 STATUS_INTERVAL = Setting("TWOLEVEL_STATUS_INTERVAL", 60.0, SECONDS)  # 0: no log line
 
 #: Every setting, in the order of ``docs/settings.rst``.

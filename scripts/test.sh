@@ -16,6 +16,13 @@ if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; the
     || { $SUDO apt-get update -q >/dev/null && \
          $SUDO apt-get install -y -q --no-install-recommends chromium chromium-driver >/dev/null; }
 fi
+# /metrics is checked with Prometheus's own promtool (tests/test_prometheus.py).
+if ! command -v promtool >/dev/null; then
+  SUDO=$([ "$(id -u)" = 0 ] || echo sudo)
+  $SUDO apt-get install -y -q --no-install-recommends prometheus >/dev/null \
+    || { $SUDO apt-get update -q >/dev/null && \
+         $SUDO apt-get install -y -q --no-install-recommends prometheus >/dev/null; }
+fi
 .venv/bin/python -m pip install -q --disable-pip-version-check -e ".[test]"
 LOGS=$(mktemp -d)
 trap 'jobs -p | xargs -r kill 2>/dev/null || true; rm -rf "$LOGS"' EXIT

@@ -10,12 +10,14 @@ fixture made, and :func:`start_private_redis` imports it when called.
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from scrapy import Spider, signals
 from scrapy.utils.test import get_crawler
 
@@ -167,3 +169,23 @@ def dequeue_all(scheduler, crawler):
         out.append(request)
         finish(scheduler, crawler, request)
     return out
+
+
+def promtool_check(text: str) -> tuple[int, str]:
+    """``promtool check metrics`` on ``text``: its exit code and all it printed (``(0, "")``:
+    nothing to say). Without promtool the test fails: the check is part of the suite."""
+    promtool = shutil.which("promtool")
+    if promtool is None:
+        pytest.fail(
+            "promtool not found: `apt-get install prometheus` (Debian's package ships it; "
+            "scripts/test.sh installs it when missing)"
+        )
+    done = subprocess.run(
+        [promtool, "check", "metrics"],
+        input=text,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    return done.returncode, done.stdout + done.stderr

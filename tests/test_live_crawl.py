@@ -17,8 +17,9 @@ from pathlib import Path
 
 import pytest
 from crawl_helpers import live_url, start_live_crawl, stop_live_crawl
-from helpers import wait_until
+from helpers import promtool_check, wait_until
 
+import scrapy_twolevel
 from scrapy_twolevel.testweb.web import HostProfile, generate_web, host_address
 
 pytestmark = pytest.mark.crawl
@@ -80,6 +81,7 @@ def test_status_and_metrics_show_each_state_and_need_the_token(live_crawl):
     assert kind.startswith("text/plain; version=0.0.4")
     assert re.search(r'^twolevel_hosts\{state="given up"\} [1-9]', text, re.M)
     assert re.search(r"^twolevel_pages_total [1-9]", text, re.M)
+    assert promtool_check(text) == (0, "")  # what Prometheus itself parses and lints
     _status, kind, page = get(f"{base}/?token={token}")
     assert kind.startswith("text/html") and b"status.json" in page
 
@@ -141,10 +143,12 @@ def test_twolevel_status_reads_the_jobdir_of_a_crawl_killed_with_9(tmp_path):
         sum(row["queued"] for row in report["hosts"]) + report["without_host"] == report["pending"]
     )
     assert report["seen_keys"] >= 25  # every page fetched was let through by a seen key
+    assert report["written_by"] == scrapy_twolevel.__version__
     assert report["hosts"] == sorted(report["hosts"], key=lambda r: (-r["queued"], r["host"]))
     text = status()
     assert f"{report['pending']} requests pending" in text
     assert report["hosts"][0]["host"] in text
+    assert f"written by scrapy-twolevel {scrapy_twolevel.__version__}" in text
 
     resumed = {**settings, "EXTENSIONS": {"crawl_helpers.FetchLog": 0}}
     final = crawl(tmp_path, web, resumed, port=port)  # untouched by status: it resumes

@@ -132,7 +132,7 @@ def test_prometheus_text_names_every_state_and_escapes_labels():
     f, clock = driven_frontier()
     snap = snapshot(f, clock.now, crawl={"pages": 4, "quality": 2.5})
     snap["hosts"][0]["host"] = 'odd"host\\name'
-    text = render(snap)
+    text = render(snap, max_hosts=50)  # promtool's check: tests/test_prometheus.py
     assert text.endswith("\n")
     lines = text.splitlines()
     assert "twolevel_pending_requests 5.0" in lines
@@ -140,7 +140,7 @@ def test_prometheus_text_names_every_state_and_escapes_labels():
     assert "twolevel_quality_gathered_total 2.5" in lines
     assert 'twolevel_hosts{state="waiting"} 2.0' in lines
     assert 'twolevel_hosts{state="given up"} 1.0' in lines
-    assert 'twolevel_hosts_by_reason{reason="waiting: refused"} 1.0' in lines
+    assert 'twolevel_hosts_held{state="waiting",reason="refused"} 1.0' in lines
     assert any(
         line.startswith('twolevel_host_queued_requests{host="odd\\"host\\\\name"}')
         for line in lines

@@ -7,6 +7,7 @@ import sqlite3
 import pytest
 from helpers import FakeClock
 
+import scrapy_twolevel
 from scrapy_twolevel.errors import ShapeMismatch, StateError
 from scrapy_twolevel.frontier import (
     CostParams,
@@ -15,7 +16,7 @@ from scrapy_twolevel.frontier import (
     QualityHostQueue,
     TwoLevelFrontier,
 )
-from scrapy_twolevel.storage.sqlite import SqliteStore
+from scrapy_twolevel.storage.sqlite import SqliteStore, written_by
 
 PAGE = Measurement(
     latency=0.01, new_connection=False, served_on_connection=2, closed_by_server=False
@@ -243,19 +244,72 @@ def test_corrupt_file_is_reported_and_left_untouched(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "marker", ["somebody-else/3", "scrapy_twolevel.frontier/1", "scrapy_twolevel.frontier/2"]
+    ("marker", "found"), [(None, "no format marker"), ("somebody-else/3", "somebody-else/3")]
 )
-def test_foreign_or_older_sqlite_file_is_reported_and_untouched(tmp_path, marker):
+def test_a_sqlite_file_of_another_tool_is_reported_and_untouched(tmp_path, marker, found):
+    path = tmp_path / "f.sqlite3"
+    db = sqlite3.connect(path)
+    db.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT)")
+    if marker is not None:
+        db.execute("INSERT INTO meta VALUES ('format', ?)", (marker,))
+    db.commit()
+    db.close()
+    before = path.read_bytes()
+    with pytest.raises(StateError, match=f"{path} holds '{found}'.*another tool"):
+        SqliteStore(path)
+    assert path.read_bytes() == before
+
+
+@pytest.mark.parametrize(
+    ("marker", "version", "named"),
+    [
+        ("scrapy_twolevel.frontier/2", None, "0.1.0"),  # no version row: 0.1.0 wrote it
+        ("scrapy_twolevel.frontier/9", "7.1.0", "7.1.0"),
+    ],
+)
+def test_a_file_of_another_format_names_the_release_that_wrote_it_and_this_one(
+    tmp_path, marker, version, named
+):
     path = tmp_path / "f.sqlite3"
     db = sqlite3.connect(path)
     db.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT)")
     db.execute("INSERT INTO meta VALUES ('format', ?)", (marker,))
+    if version is not None:
+        db.execute("INSERT INTO meta VALUES ('written_by', ?)", (version,))
     db.commit()
     db.close()
     before = path.read_bytes()
-    with pytest.raises(StateError, match=f"{path}.*{marker}.*another version"):
+    expected = (
+        f"{path} was written by scrapy-twolevel {named} (format '{marker}'); this is "
+        f"scrapy-twolevel {scrapy_twolevel.__version__}, which reads "
+        "'scrapy_twolevel.frontier/4'. The file was left untouched"
+    )
+    with pytest.raises(StateError) as caught:
         SqliteStore(path)
+    assert str(caught.value).startswith(expected)
     assert path.read_bytes() == before
+
+
+def test_the_file_records_the_release_that_last_wrote_it(tmp_path):
+    path = tmp_path / "f.sqlite3"
+    SqliteStore(path).close()
+    db = sqlite3.connect(path)
+    assert written_by(db) == scrapy_twolevel.__version__
+    # As 0.1.0 left its files: no version row; opening it for writing records this release.
+    db.execute("DELETE FROM meta WHERE key = 'written_by'")
+    db.commit()
+    assert written_by(db) == "0.1.0"
+    db.close()
+    SqliteStore(path).close()  # opened and closed without a write: left as it was
+    db = sqlite3.connect(path)
+    assert written_by(db) == "0.1.0"
+    db.close()
+    store = SqliteStore(path)
+    store.queue("h", True).push(1.0, 1, b"r")
+    store.close()
+    db = sqlite3.connect(path)
+    assert written_by(db) == scrapy_twolevel.__version__
+    db.close()
 
 
 def test_sqlite_head_sum_stays_exact_under_random_pushes_and_pops(tmp_path):

@@ -21,7 +21,7 @@ from scrapy import signals
 from scrapy.exceptions import NotConfigured
 
 from .._engine import requests_in_downloader
-from ..config import PORT, STATUS_INTERVAL, WEB_HOST, WEB_TOP_HOSTS
+from ..config import PORT, PROMETHEUS_MAX_HOSTS, STATUS_INTERVAL, WEB_HOST, WEB_TOP_HOSTS
 from ..signals import host_failed
 from ..view import view_of
 from .snapshot import SCHEMA_VERSION, STATES, snapshot
@@ -41,12 +41,21 @@ class LiveView:
     """See the module docstring."""
 
     def __init__(
-        self, crawler: Crawler, *, port: int | None, host: str, top: int, interval: float
+        self,
+        crawler: Crawler,
+        *,
+        port: int | None,
+        host: str,
+        top: int,
+        interval: float,
+        prometheus_hosts: int,
     ) -> None:
         self.crawler = crawler
         self.port = port
         self.host = host
         self.top = top
+        #: Hosts with series of their own in ``/metrics`` (TWOLEVEL_PROMETHEUS_MAX_HOSTS).
+        self.prometheus_hosts = prometheus_hosts
         self.interval = interval
         self.token = secrets.token_urlsafe(16)
         self.url: str | None = None
@@ -71,6 +80,7 @@ class LiveView:
             host=WEB_HOST.read(settings) or "127.0.0.1",
             top=WEB_TOP_HOSTS.read(settings),
             interval=interval,
+            prometheus_hosts=PROMETHEUS_MAX_HOSTS.read(settings),
         )
         crawler.signals.connect(view.spider_opened, signal=signals.spider_opened)
         crawler.signals.connect(view.spider_closed, signal=signals.spider_closed)
@@ -170,12 +180,13 @@ class LiveView:
 
         from .web import LiveResource
 
+        resource = LiveResource(self.token, self.status, max_hosts=self.prometheus_hosts)
         try:
             # Stub gap: listenTCP wants a ServerFactory[_ProtoWithFactory], invariant, which
             # no concrete factory (Site included) matches.
             self._listening = reactor.listenTCP(
                 self.port,
-                Site(LiveResource(self.token, self.status)),  # type: ignore[arg-type]
+                Site(resource),  # type: ignore[arg-type]
                 interface=self.host,
             )
         except CannotListenError as exc:

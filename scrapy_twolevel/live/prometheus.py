@@ -1,13 +1,17 @@
 """A snapshot (:mod:`.snapshot`) in Prometheus's text exposition format (version 0.0.4).
 
-Crawl-wide gauges and counters, hosts by state and by the reason they wait, and per-host
-series for the snapshot's rows only (the top hosts by score, those in session and those
-asked for), so the number of series stays bounded however many hosts the crawl has.
-No Scrapy here.
+Crawl-wide gauges and counters, hosts by state and, for those waiting or given up, by
+why; then per-host series. Names follow Prometheus's naming guide and pass ``promtool
+check metrics``: base units (seconds), ``_total`` on counters only, each dimension a
+label and never a part of the name. A ``host`` label is a series per host, and series
+are what a Prometheus server pays for, so per-host series cover only the first
+``max_hosts`` rows of the snapshot (``TWOLEVEL_PROMETHEUS_MAX_HOSTS``: the hosts in
+session, then the best by score), however many hosts the crawl has. No Scrapy here.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -21,14 +25,31 @@ CRAWL_METRICS = (
     ("quality", "twolevel_quality_gathered_total", "counter", "Quality of the pages fetched."),
     ("in_flight", "twolevel_requests_in_flight", "gauge", "Requests in the downloader."),
 )
-#: Per-host figures of a snapshot row: row key, metric name, help.
+#: Per-host figures of a snapshot row: row key, metric name, type, help. The counters
+#: only grow while the crawl runs (a host's series is absent while it is not in the top
+#: rows, which Prometheus's ``rate()`` takes as a gap, not a reset).
 HOST_METRICS = (
-    ("queued", "twolevel_host_queued_requests", "Requests queued for the host."),
-    ("score", "twolevel_host_score", "The host's score under the crawl's policy."),
-    ("service_s", "twolevel_host_service_seconds", "Seconds per page of host time, smoothed."),
-    ("connection_s", "twolevel_host_connection_seconds", "Connection time, smoothed."),
-    ("fetched", "twolevel_host_pages_total", "Pages the host gave."),
-    ("refusals", "twolevel_host_refusals_total", "Requests the host refused (429/503)."),
+    ("queued", "twolevel_host_queued_requests", "gauge", "Requests queued for the host."),
+    ("score", "twolevel_host_score", "gauge", "The host's score under the crawl's policy."),
+    (
+        "service_s",
+        "twolevel_host_service_seconds",
+        "gauge",
+        "Seconds of host time per page, smoothed.",
+    ),
+    (
+        "connection_s",
+        "twolevel_host_connection_seconds",
+        "gauge",
+        "Seconds to open a connection to the host, smoothed.",
+    ),
+    ("fetched", "twolevel_host_pages_total", "counter", "Responses the host gave."),
+    (
+        "refusals",
+        "twolevel_host_refusals_total",
+        "counter",
+        "Requests the host refused (429/503).",
+    ),
 )
 
 
@@ -38,15 +59,21 @@ def escape(value: str) -> str:
 
 
 def _number(value: Any) -> str:
-    return repr(float(value))
+    number = float(value)
+    if math.isnan(number):
+        return "NaN"
+    if math.isinf(number):
+        return "+Inf" if number > 0 else "-Inf"
+    return repr(number)
 
 
 def _family(name: str, kind: str, help_text: str, samples: Iterable[str]) -> list[str]:
     return [f"# HELP {name} {help_text}", f"# TYPE {name} {kind}", *samples]
 
 
-def render(snap: Mapping[str, Any]) -> str:
-    """The whole exposition for ``snap``, ending with a newline."""
+def render(snap: Mapping[str, Any], *, max_hosts: int) -> str:
+    """The whole exposition for ``snap``, ending with a newline; per-host series for the
+    first ``max_hosts`` rows of ``snap["hosts"]`` only (``0``: none)."""
     lines: list[str] = []
     crawl = snap["crawl"]
     for key, name, kind, help_text in CRAWL_METRICS:
@@ -58,24 +85,23 @@ def render(snap: Mapping[str, Any]) -> str:
         "Hosts by state (in session, waiting, ready, given up, idle).",
         [f'twolevel_hosts{{state="{escape(s)}"}} {_number(n)}' for s, n in snap["states"].items()],
     )
+    held = []
+    for key, n in snap["reasons"].items():
+        state, _, why = key.partition(": ")  # "<state>: <why>" (docs/watching.rst)
+        labels = f'state="{escape(state)}",reason="{escape(why)}"'
+        held.append(f"twolevel_hosts_held{{{labels}}} {_number(n)}")
     lines += _family(
-        "twolevel_hosts_by_reason",
-        "gauge",
-        "Hosts waiting or given up, by why.",
-        [
-            f'twolevel_hosts_by_reason{{reason="{escape(r)}"}} {_number(n)}'
-            for r, n in snap["reasons"].items()
-        ],
+        "twolevel_hosts_held", "gauge", "Hosts waiting or given up, by state and why.", held
     )
-    for key, name, help_text in HOST_METRICS:
-        kind = "counter" if name.endswith("_total") else "gauge"
+    rows = snap["hosts"][:max_hosts]
+    for key, name, kind, help_text in HOST_METRICS:
         lines += _family(
             name,
             kind,
             help_text,
             [
                 f'{name}{{host="{escape(row["host"])}"}} {_number(row[key])}'
-                for row in snap["hosts"]
+                for row in rows
                 if row.get(key) is not None
             ],
         )

@@ -34,10 +34,11 @@ class LiveResource(Resource):
 
     isLeaf = True
 
-    def __init__(self, token: str, status: StatusFunc) -> None:
+    def __init__(self, token: str, status: StatusFunc, *, max_hosts: int) -> None:
         super().__init__()
         self.token = token.encode()
         self.status = status
+        self.max_hosts = max_hosts  # hosts with series in /metrics (see .prometheus)
         self.page = dashboard_page()
 
     def _authorized(self, request: Any) -> bool:
@@ -62,6 +63,6 @@ class LiveResource(Resource):
             return json.dumps(self.status(named)).encode()
         if request.path == b"/metrics":
             request.setHeader(b"content-type", CONTENT_TYPE.encode())
-            return render(self.status([])).encode()
+            return render(self.status([]), max_hosts=self.max_hosts).encode()
         request.setResponseCode(404)
         return b"404\n"

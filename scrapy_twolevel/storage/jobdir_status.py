@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import StateError
+from .sqlite import written_by
 from .state_files import read_hosts
 
 FRONTIER_FILE = "frontier.sqlite3"
@@ -46,6 +47,7 @@ def jobdir_status(jobdir: str | Path, *, top: int = 50) -> dict[str, Any]:
                 f"COALESCE(SUM(CASE WHEN key = '' THEN n END), 0) FROM ({per_host})"
             ).fetchone()
             seen = db.execute("SELECT COUNT(*) FROM seen").fetchone()[0]
+            version = written_by(db)
             rows = db.execute(
                 f"SELECT key, n, q FROM ({per_host}) WHERE key != '' ORDER BY n DESC, key LIMIT ?",
                 (top,),
@@ -69,6 +71,7 @@ def jobdir_status(jobdir: str | Path, *, top: int = 50) -> dict[str, Any]:
         hosts.append(row)
     return {
         "jobdir": str(jobdir),
+        "written_by": version,
         "pending": pending,
         "leased": leased,
         "hosts_with_requests": hosts_queued,
@@ -87,7 +90,7 @@ def render_jobdir_status(report: dict[str, Any]) -> str:
         f"JOBDIR {report['jobdir']}: {report['pending']} requests pending on "
         f"{report['hosts_with_requests']} hosts, {report['seen_keys']} seen keys; last "
         f"written {report['last_written_s_ago']:g} s ago; {report['hosts_estimated']} hosts "
-        "with saved estimates",
+        f"with saved estimates; written by scrapy-twolevel {report['written_by']}",
     ]
     if report["hosts"]:
         lines.append(f"{'host':40} {'queued':>8} {'best Q':>10} {'service s':>10} {'S':>6}")

@@ -66,12 +66,18 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from .._version import __version__
 from ..errors import ShapeMismatch, StateError, StoreUnavailable
 from ..frontier.queues import FifoHostQueue, HostQueue, QualityHostQueue, pop_all
 from .sqlite_seen import SqliteSeenStore
 
 #: Format marker stored in the file; bump when the schema changes.
 FORMAT = "scrapy_twolevel.frontier/4"
+#: The meta row naming the release that last wrote the file (since 0.2.0), so that a
+#: file this release cannot read names the release that can (docs/compat.rst).
+VERSION_KEY = "written_by"
+#: What a file without that row was written by: the only release that kept none.
+UNRECORDED_VERSION = "0.1.0"
 #: Prefix of the meta rows that hold the file's shape.
 _SHAPE_PREFIX = "shape:"
 
@@ -89,6 +95,12 @@ CREATE TABLE IF NOT EXISTS seen (key BLOB PRIMARY KEY) WITHOUT ROWID;
 _PAGES = "CREATE TABLE IF NOT EXISTS pages (host INTEGER PRIMARY KEY, fetched INTEGER NOT NULL)"
 #: Prefix of the meta rows that say how the seen keys were made.
 _SEEN_PREFIX = "seen:"
+
+
+def written_by(db: sqlite3.Connection) -> str:
+    """The release that last wrote the file open as ``db``."""
+    row = db.execute("SELECT value FROM meta WHERE key=?", (VERSION_KEY,)).fetchone()
+    return str(row[0]) if row else UNRECORDED_VERSION
 
 
 def _not_ours(path: Path, exc: Exception) -> StateError:
@@ -147,6 +159,7 @@ class SqliteStore:
             if not existed:
                 self.db.executescript(_SCHEMA)
                 self.db.execute("INSERT INTO meta VALUES ('format', ?)", (FORMAT,))
+                self.db.execute("INSERT INTO meta VALUES (?, ?)", (VERSION_KEY, __version__))
                 self.db.executemany(
                     "INSERT INTO meta VALUES (?, ?)",
                     [(_SHAPE_PREFIX + key, value) for key, value in shape.items()],
@@ -164,6 +177,7 @@ class SqliteStore:
         self._last_commit = clock()
         self._uncommitted = 0
         self._before_commit: list[Callable[[], None]] = []
+        self._version_recorded = not existed  # the written_by row (see commit())
         self._host_ids: dict[str, int] = dict(
             (key, hid) for hid, key in self.db.execute("SELECT id, key FROM hosts")
         )
@@ -203,17 +217,28 @@ class SqliteStore:
             probe.db.close()
 
     def _check_format(self) -> None:
-        """Raise :class:`StateError` unless the file carries our format marker.
+        """Raise :class:`StateError` unless the file carries our format marker, naming the
+        release that wrote it and this one.
 
         A file that is not SQLite at all raises ``sqlite3.DatabaseError`` here, which
         ``__init__`` reports.
         """
-        check_format_marker(
-            self.db,
-            self.path,
-            FORMAT,
-            "probably a JOBDIR from another version or another tool. It was left untouched; "
-            "use a fresh JOBDIR.",
+        row = self.db.execute("SELECT value FROM meta WHERE key='format'").fetchone()
+        if row is not None and row[0] == FORMAT:
+            return
+        if row is None or not str(row[0]).startswith(FORMAT.rpartition("/")[0] + "/"):
+            # no marker, or another kind's: not a frontier file of any release
+            check_format_marker(
+                self.db,
+                self.path,
+                FORMAT,
+                "probably a file of another tool. It was left untouched; use a fresh JOBDIR.",
+            )
+        raise StateError(
+            f"{self.path} was written by scrapy-twolevel {written_by(self.db)} (format "
+            f"{row[0]!r}); this is scrapy-twolevel {__version__}, which reads {FORMAT!r}. "
+            "The file was left untouched: finish that crawl with the release that started "
+            "it, or use a fresh JOBDIR (docs/compat.rst)."
         )
 
     def _check_shape(self, shape: Mapping[str, str]) -> None:
@@ -396,6 +421,11 @@ class SqliteStore:
         writes are kept, and the next commit tries again)."""
         for flush in self._before_commit:
             flush()
+        if self._redo and not self._version_recorded:
+            # With the first commit that writes, not at open: a check after the open (the
+            # seen keys' recipe) may refuse the file, which must then be left unchanged.
+            self.write("INSERT OR REPLACE INTO meta VALUES (?, ?)", (VERSION_KEY, __version__))
+            self._version_recorded = True
         self._last_commit = self._clock()
         try:
             self.current()
