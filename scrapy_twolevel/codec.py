@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from scrapy import Spider
     from scrapy.statscollectors import StatsCollector
 
-__all__ = ["SpiderCodec", "decode", "decode_request", "encode", "encode_request"]
+__all__ = ["SpiderCodec", "decode", "decode_request", "encode", "encode_request", "url_of"]
 
 logger = logging.getLogger(__name__)
 
@@ -271,3 +271,15 @@ class SpiderCodec:
     def decode(self, data: bytes) -> Request:
         """Rebuild a request; raises anything a damaged record or renamed code raises."""
         return decode_request(data, self.spider)
+
+
+def url_of(item: Any) -> str | None:
+    """The URL of a queued item: a request, or its encoding (:func:`encode`); ``None`` if
+    it has none that can be read (for people: the live view's host page)."""
+    if isinstance(item, bytes | bytearray | memoryview):
+        try:
+            url = decode(bytes(item)).get("url")
+        except Exception:
+            return None
+        return url if isinstance(url, str) else None
+    return item.url if isinstance(item, Request) else None

@@ -51,7 +51,7 @@ from ._engine import (
     requests_in_progress,
     wake_engine,
 )
-from .codec import SpiderCodec
+from .codec import SpiderCodec, url_of
 from .components import SCHEDULER_ROLE
 from .config import ClusterConfig, TwoLevelConfig
 from .frontier import PLAIN_LANE, Frontier, Policy
@@ -83,6 +83,7 @@ if TYPE_CHECKING:
     from scrapy.dupefilters import BaseDupeFilter
     from scrapy.statscollectors import StatsCollector
 
+    from .frontier.hosts import SessionRecord
     from .glue.outcomes import Outcomes
     from .glue.parts import Parts
 
@@ -415,6 +416,18 @@ class TwoLevelScheduler(BaseScheduler):
     def cluster_status(self) -> dict[str, Any] | None:
         parts = self.parts
         return None if parts is None or parts.cluster is None else parts.cluster.status()
+
+    def recent_sessions(self, lane: str) -> list[SessionRecord]:
+        return self.reporter.sessions.of(lane)
+
+    def queued_pages(self, lane: str, n: int) -> list[dict[str, Any]]:
+        frontier = self.frontier
+        host = None if frontier is None else next(
+            (h for h in frontier.hosts() if h.key == lane), None
+        )  # fmt: skip
+        if host is None:
+            return []
+        return [{"url": url_of(item), "quality": quality} for quality, item in host.queue.peek(n)]
 
     def quality(self, request: Request) -> float:
         return self.intake.quality_of(request)

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from scrapy.crawler import Crawler
 
     from .frontier import Frontier
+    from .frontier.hosts import SessionRecord
     from .glue.outcomes import Outcomes
 
 
@@ -38,6 +39,13 @@ class CrawlView(Protocol):
 
     def cluster_status(self) -> dict[str, Any] | None:
         """The distributed mode as this node knows it, ``None`` on one machine."""
+
+    def recent_sessions(self, lane: str) -> list[SessionRecord]:
+        """The host's sessions among the crawl's last few thousand, oldest first."""
+
+    def queued_pages(self, lane: str, n: int) -> list[dict[str, Any]]:
+        """The first ``n`` URLs the host's queue would hand out (``url``, ``quality``:
+        ``None`` where the policy keeps no qualities); ``[]`` for a host it does not know."""
 
     def quality(self, request: Request) -> float:
         """``TWOLEVEL_QUALITY`` of ``request`` (may raise what the user's function raises)."""

@@ -3,7 +3,7 @@
 - no import cycle between scrapy_twolevel's modules, imports inside functions included
   (those under ``if TYPE_CHECKING:`` never run and are left out);
 - the pure core (``frontier/``, ``seen/``, ``recrawl/``, ``distributed/buckets.py``,
-  ``live/snapshot.py``, ``live/prometheus.py``)
+  ``live/snapshot.py``, ``live/prometheus.py``, ``live/timeline.py``)
   imports nothing from Scrapy, Twisted, Redis, the storage backends or the glue;
 - no module reaches into another object's private members (``other._name``); the
   Scrapy internals the package needs are all in ``_engine.py``;
@@ -32,6 +32,7 @@ PURE_CORE = (
     "distributed.buckets",
     "live.snapshot",
     "live.prometheus",
+    "live.timeline",
 )
 #: What the pure core may not import (a prefix of the module name).
 NOT_IN_CORE = (

@@ -1,7 +1,11 @@
 """The dashboard in a real browser: Debian's headless Chromium, driven by Selenium through
-chromium-driver, opens the live view of a running crawl, waits for the host table to fill
-and the numbers to change, sorts and filters the table, and saves a screenshot (with
-``TWOLEVEL_SCREENSHOT=path`` set, also there: the one in the docs was made so).
+chromium-driver, opens the live view of a running crawl and reads it as a person would:
+health at a glance (pages per second now, pending requests, time to drain, which host holds
+the crawl up and why), numbers formatted for reading, a plot with a time axis and units,
+columns with plain names and tooltips; sorts and filters the host table; opens a host's
+page (its story, estimates and queue). Any JavaScript error fails the test, whether the
+page caught it or only the browser's console saw it. With ``TWOLEVEL_SCREENSHOT=DIR`` set
+the two screenshots are also saved there (those in the docs were made so).
 
 ``scripts/test.sh`` installs ``chromium`` and ``chromium-driver`` when they are missing.
 """
@@ -9,6 +13,7 @@ and the numbers to change, sorts and filters the table, and saves a screenshot (
 from __future__ import annotations
 
 import os
+import re
 import shutil
 
 import pytest
@@ -18,13 +23,22 @@ from scrapy_twolevel.testweb.browser import headless_chromium
 
 pytestmark = pytest.mark.crawl
 
+#: What the page shows for a figure not known yet (an en dash).
+UNKNOWN = "\u2013"
+#: A count for reading: digits grouped by thousands ("1,234").
+COUNT = r"\d{1,3}(,\d{3})*"
+#: A duration for reading: "340 ms", "4.2 s", "12 s", "3 min 05 s", "1 h 02 min".
+DURATION = r"(\d+ ms|\d+(\.\d)? s|\d+ min \d\d s|\d+ h \d\d min|\d+ d \d+ h)"
 
-def test_the_dashboard_fills_updates_sorts_and_filters_in_chromium(tmp_path):
+
+def test_the_dashboard_reads_at_a_glance_sorts_filters_and_opens_a_host_page(tmp_path):
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
 
     # Long enough (200 pages a host, one at a time, 0.1 s each) that hosts still have
-    # queues when the table is sorted, however slowly Chromium starts under load.
+    # queues when the table is sorted, however slowly Chromium starts under load. Its last
+    # two hosts answer 429 with Retry-After to requests sooner than 0.5 s apart: they wait,
+    # holding their queued pages back, while the others are served.
     proc, log, server = start_live_crawl(tmp_path, hosts=12, pages=200, response_delay=0.1)
     driver = None
     try:
@@ -32,6 +46,9 @@ def test_the_dashboard_fills_updates_sorts_and_filters_in_chromium(tmp_path):
         driver = headless_chromium(tmp_path / "chromium-profile")
         driver.get(f"{base}/?token={token}")
         wait = WebDriverWait(driver, 60, poll_frequency=0.2)
+
+        def text(element_id: str) -> str:
+            return driver.find_element(By.ID, element_id).text
 
         def rows() -> list[list[str]]:
             # One snapshot in the page: the table is redrawn every refresh, so element
@@ -41,25 +58,68 @@ def test_the_dashboard_fills_updates_sorts_and_filters_in_chromium(tmp_path):
                 " r => Array.from(r.cells, c => c.innerText))"
             )
 
-        def pages():
-            return int(driver.find_element(By.ID, "pages").text or 0)
+        def pages() -> int:
+            return int(text("pages").replace(",", "").replace(UNKNOWN, "0") or 0)
 
         wait.until(lambda _: len(rows()) >= 3)
         first = pages()
         wait.until(lambda _: pages() > first)  # it updates itself, no reload
-        policy = driver.find_element(By.ID, "policy").text
-        assert policy.startswith("crawl-capability (") and "alpha 0.8" in policy
 
-        # Sort by queued requests, ascending (a click on the header; the first click sorts
-        # descending, the second ascending).
+        # The policy named plainly; its parameters on demand.
+        assert text("policy") == "crawl-capability"
+        assert text("policy-plain") == "(most quality per second of a host's time)"
+        params = driver.execute_script(
+            "return document.getElementById('policy-params').textContent"
+        )
+        assert "alpha = 0.8" in params and "max open hosts = " in params
+
+        # Health at a glance: the rate now, pending requests, time to drain, formatted.
+        wait.until(lambda _: text("rate-now") not in (UNKNOWN, "0"))
+        assert re.fullmatch(r"\d+(\.\d{1,2})?", text("rate-now")), text("rate-now")
+        assert re.fullmatch(r"\d+(\.\d{1,2})?", text("rate-overall")), text("rate-overall")
+        assert re.fullmatch(COUNT, text("pending")), text("pending")
+        assert re.fullmatch(DURATION, text("drain")), text("drain")
+        health = text("health")
+        assert re.match(rf"(Crawling: [\d.]+ pages/s, {COUNT} pending, empty in about "
+                        rf"{DURATION} at this rate\.|Stalled: )", health), health  # fmt: skip
+
+        # Which host holds the crawl up and why: the 429 hosts, waiting out Retry-After.
+        def held_up() -> list[list[str]]:
+            return driver.execute_script(
+                "return Array.from(document.querySelectorAll('#held-up tbody tr'),"
+                " r => Array.from(r.cells, c => c.innerText))"
+            )
+
+        wait.until(lambda _: any("refused by the server" in r[1] for r in held_up()))
+        top = next(r for r in held_up() if "refused by the server" in r[1])
+        assert re.fullmatch(DURATION, top[2]) and re.fullmatch(COUNT, top[3]), top
+
+        # A plot with a time axis and units.
+        wait.until(lambda _: "min:s" in text("plot-pages"))
+        axis = driver.find_element(By.ID, "plot-pages").text
+        assert "Pages fetched" in axis and "time since the crawl started (min:s)" in axis
+        assert re.search(r"\b0:00\b", axis), axis
+
+        # Plain column names, each with a tooltip that says what it means.
+        headers = driver.execute_script(
+            "return Array.from(document.querySelectorAll('#table th'),"
+            " h => [h.innerText.replace(/[▲▼]/g, '').trim(), h.title])"
+        )
+        names = [name for name, _ in headers]
+        for plain in ("host", "state", "queued", "next session pages", "next session time",
+                      "next session quality", "success rate", "time per page"):  # fmt: skip
+            assert plain in names, names
+        assert all(len(tip) > 15 for _, tip in headers), headers
+        assert not {"P", "T s", "ΣQ", "S"} & set(names)
+
+        # Sort by queued requests, ascending (the first click sorts descending).
         header = driver.find_element(By.CSS_SELECTOR, "th[data-key='queued']")
         header.click()
         header.click()
-        column = list(header.find_element(By.XPATH, "..").find_elements(By.TAG_NAME, "th"))
-        index = column.index(header)
+        index = names.index("queued")
 
-        def queued():
-            return [int(r[index] or 0) for r in rows()]
+        def queued() -> list[int]:
+            return [int(r[index].replace(",", "") or 0) for r in rows()]
 
         values = queued()
         assert values == sorted(values) and len(values) >= 3
@@ -71,12 +131,43 @@ def test_the_dashboard_fills_updates_sorts_and_filters_in_chromium(tmp_path):
         box.clear()
         box.send_keys(" ")  # an input event: the table is drawn again, unfiltered
         wait.until(lambda _: any("in session" not in " ".join(r) for r in rows()))
-        wait.until(lambda _: driver.execute_script("return series.length") >= 4)
+        wait.until(lambda _: driver.execute_script("return course.length") >= 4)
         driver.save_screenshot(str(tmp_path / "dashboard.png"))
-        assert (tmp_path / "dashboard.png").stat().st_size > 10_000
-        if os.environ.get("TWOLEVEL_SCREENSHOT"):
-            shutil.copy(tmp_path / "dashboard.png", os.environ["TWOLEVEL_SCREENSHOT"])
-        assert driver.find_element(By.ID, "error").text == ""  # every refresh worked
+
+        # A host's page: a click on the held-up host's name.
+        held_host = top[0]
+        driver.find_element(By.LINK_TEXT, held_host).click()
+        wait.until(lambda _: text("host-name") == held_host)
+        wait.until(lambda _: len(driver.find_elements(By.CSS_SELECTOR, "#host-events tbody tr")))
+        assert not driver.find_element(By.ID, "table").is_displayed()
+        assert text("host-state").startswith("Now: ")
+        estimates = text("host-estimates")
+        assert "time per page (host time)" in estimates and "success rate" in estimates
+        wait.until(lambda _: "refused" in text("host-events") and "page" in text("host-events"))
+        events = text("host-events")
+        assert re.search(rf"{DURATION} ago refused Retry-After \d+ s", events), events
+        wait.until(lambda _: "session" in text("host-events"))
+        assert "time before now" in text("host-timeline")
+        marks = driver.find_elements(By.CSS_SELECTOR, "#host-timeline rect, #host-timeline circle")
+        assert len(marks) >= 3
+        queue = driver.execute_script(
+            "return Array.from(document.querySelectorAll('#host-queue tbody tr'),"
+            " r => Array.from(r.cells, c => c.innerText))"
+        )
+        assert queue and all(r[1].startswith("http://") for r in queue), queue
+        driver.save_screenshot(str(tmp_path / "host.png"))
+        driver.find_element(By.ID, "back").click()
+        wait.until(lambda _: driver.find_element(By.ID, "table").is_displayed())
+
+        for name in ("dashboard.png", "host.png"):
+            assert (tmp_path / name).stat().st_size > 10_000
+            if os.environ.get("TWOLEVEL_SCREENSHOT"):
+                shutil.copy(tmp_path / name, os.environ["TWOLEVEL_SCREENSHOT"])
+        assert text("error") == ""  # every refresh worked
+        # No JavaScript error, caught by the page or seen by the browser's console.
+        assert driver.execute_script("return window.pageErrors") == []
+        severe = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+        assert severe == [], severe
     finally:
         if driver is not None:
             driver.quit()

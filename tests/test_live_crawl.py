@@ -76,6 +76,30 @@ def test_status_and_metrics_show_each_state_and_need_the_token(live_crawl):
     assert rows[dead]["failures"].get("down", 0) >= 1 and rows[dead]["fetched"] == 0
     assert set(rows[dead]["failures"]) <= {"down", "slow", "broken"}
 
+    # Its page: the failures in its story (times before now), its row, an empty queue.
+    _status, kind, body = get(f"{base}/host.json?token={token}&host={dead}")
+    detail = json.loads(body)
+    assert kind == "application/json" and detail["host"] == dead
+    assert detail["row"]["state"] == "given up" and detail["queued_pages"] == []
+    failed = [e for e in detail["timeline"] if e["kind"] == "failed"]
+    assert failed and {e["detail"] for e in failed} <= {"down", "slow", "broken"}
+    assert all(e["at_s"] <= 0 for e in detail["timeline"])
+    assert [e["at_s"] for e in detail["timeline"]] == sorted(e["at_s"] for e in detail["timeline"])
+    # A host that serves: its sessions and pages, and the URLs its queue hands out next.
+    snap = json.loads(get(f"{base}/status.json?token={token}")[2])
+    crawl = snap["crawl"]
+    assert crawl["errors"] >= len(failed) and crawl["pages_per_s_overall"] > 0
+    assert snap["history"] and all(len(point) == 4 for point in snap["history"])
+    served = max(snap["hosts"], key=lambda row: row["fetched"])
+    detail = json.loads(get(f"{base}/host.json?token={token}&host={served['host']}")[2])
+    kinds = {e["kind"] for e in detail["timeline"]}
+    assert {"session", "page"} <= kinds, kinds
+    assert all(p["url"].startswith(f"http://{served['host']}:") for p in detail["queued_pages"])
+    with pytest.raises(urllib.error.HTTPError) as unknown:
+        get(f"{base}/host.json?token={token}&host=nowhere.test")
+    assert unknown.value.code == 404
+    unknown.value.close()
+
     _status, kind, body = get(f"{base}/metrics", {"Authorization": f"Bearer {token}"})
     text = body.decode()
     assert kind.startswith("text/plain; version=0.0.4")
@@ -85,7 +109,12 @@ def test_status_and_metrics_show_each_state_and_need_the_token(live_crawl):
     _status, kind, page = get(f"{base}/?token={token}")
     assert kind.startswith("text/html") and b"status.json" in page
 
-    for bad in (f"{base}/status.json", f"{base}/status.json?token=wrong", f"{base}/metrics"):
+    for bad in (
+        f"{base}/status.json",
+        f"{base}/status.json?token=wrong",
+        f"{base}/metrics",
+        f"{base}/host.json?host={dead}",
+    ):
         with pytest.raises(urllib.error.HTTPError) as refused:
             get(bad)
         assert refused.value.code == 403

@@ -17,6 +17,7 @@ from scrapy_twolevel.frontier import (
     CostParams,
     CrawlCapability,
     Measurement,
+    QualityFirst,
     TwoLevelFrontier,
 )
 from scrapy_twolevel.frontier.failures import FailurePolicy
@@ -210,6 +211,9 @@ SNAPSHOT_SCHEMA = {
     "states": {state: int for state in ("in session", "waiting", "ready", "given up", "idle")},
     "reasons": dict,
     "hosts": [ROW_SCHEMA],
+    "held_up": [
+        {"host": str, "why": str, "wait_s": (int, float), "queued": int, "quality_held": float}
+    ],
 }
 
 
@@ -233,3 +237,48 @@ def test_the_snapshot_follows_its_documented_schema_after_a_json_round_trip():
     check(snap, SNAPSHOT_SCHEMA)
     assert snap["hosts"]  # rows were checked
     assert all(isinstance(n, int) for n in snap["reasons"].values())
+
+
+def test_held_up_lists_the_waiting_hosts_by_the_quality_their_wait_holds_back():
+    """Quality-first: ``a`` (0.8 served, then refused for 30 s) holds 0.6 + 0.4 back;
+    ``b`` (0.9 served, then a failed session: backed off 10 s) holds 0.5 times its success
+    rate after one failure; ``c`` is ready, not waiting: it holds nothing up."""
+    clock = FakeClock(100.0)
+    f = TwoLevelFrontier(
+        QualityFirst(),
+        PARAMS,
+        None,
+        failures=FailurePolicy(session_failures=1, backoff=10.0, backoff_max=25.0),
+        clock=clock,
+        jitter=lambda: 0.0,
+    )
+    for host, qualities in (("a", (0.4, 0.6, 0.8)), ("b", (0.5, 0.9)), ("c", (0.2,))):
+        for q in qualities:
+            f.push(host, q, f"{host}/{q}")
+    served = {}
+    while len(served) < 2:
+        host, item = f.pop()[:2]
+        served[host] = item
+    assert served == {"b": "b/0.9", "a": "a/0.8"}  # best first: b (0.9), then a (0.8)
+    f.observe_refusal("a", retry_after=30.0)
+    f.done("a")
+    f.observe_failure("b", elapsed=1.0, timeout=False)
+    f.done("b")
+    clock.now = 100.5
+    snap = snapshot(f, clock.now, top=10)
+    held = snap["held_up"]
+    assert len(held) == 2  # c is ready, not waiting
+    by_host = {h["host"]: h for h in held}
+    assert by_host["a"] == {
+        "host": "a",
+        "why": "refused",
+        "wait_s": 29.5,
+        "queued": 2,
+        "quality_held": 1.0,
+    }
+    assert by_host["b"]["why"] == "backoff" and by_host["b"]["wait_s"] == 9.5
+    assert by_host["b"]["queued"] == 1
+    b_host = next(h for h in f.hosts() if h.key == "b")
+    assert 0 < b_host.estimate.success_rate < 1  # the failure counted
+    assert by_host["b"]["quality_held"] == round(0.5 * b_host.estimate.success_rate, 6)
+    assert [h["host"] for h in held] == ["a", "b"]  # 1.0 held back before 0.5 * S < 0.5

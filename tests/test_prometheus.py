@@ -135,7 +135,9 @@ def test_the_setting_reaches_metrics_and_is_checked_at_start():
 
     from twisted.web.test.requesthelper import DummyRequest
 
-    resource = LiveResource("t", lambda named: SNAP, max_hosts=view.prometheus_hosts)
+    resource = LiveResource(
+        "t", lambda named: SNAP, lambda host: None, max_hosts=view.prometheus_hosts
+    )
     request = DummyRequest([b"metrics"])
     request.path = b"/metrics"
     request.args = {b"token": [b"t"]}

@@ -12,6 +12,7 @@ from scrapy_twolevel.errors import ShapeMismatch, StateError
 from scrapy_twolevel.frontier import (
     CostParams,
     CrawlCapability,
+    FifoHostQueue,
     Measurement,
     QualityHostQueue,
     TwoLevelFrontier,
@@ -71,6 +72,22 @@ def test_order_best_first_then_fifo(backend):
     assert q.best_quality() == 5.0
     assert items(q) == [b"1", b"3", b"2", b"0"]
     assert len(q) == 0
+
+
+@pytest.mark.parametrize("by_quality", [True, False])
+def test_peek_shows_what_pop_would_return_and_takes_nothing(backend, by_quality):
+    q = backend.queue("h", by_quality) if isinstance(backend, SqliteBackend) else (
+        QualityHostQueue(block_size=2) if by_quality else FifoHostQueue()
+    )  # fmt: skip
+    qualities = [1.0, 5.0, 3.0, 5.0, 0.5, 4.0, 2.0]  # blocks of 2: lower blocks too
+    for seq, quality in enumerate(qualities):
+        q.push(quality, seq, f"{seq}".encode())
+    peeked = q.peek(5)
+    assert len(q) == 7 and q.peek(0) == [] and len(q.peek(100)) == 7
+    popped = items(q)
+    assert [item for _, item in peeked] == popped[:5]
+    expected = [qualities[int(item)] if by_quality else None for item in popped[:5]]
+    assert [quality for quality, _ in peeked] == expected
 
 
 def test_head_sum_tracks_pushes_pops_and_head_size(backend):

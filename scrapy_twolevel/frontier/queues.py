@@ -37,6 +37,12 @@ class HostQueue(Protocol):
 
     def set_head_size(self, size: int) -> None: ...
 
+    def peek(self, n: int) -> list[tuple[float | None, Any]]:
+        """The first ``n`` entries :meth:`pop` would return, as ``(quality, item)``, without
+        taking them (``None``: a queue that keeps no qualities). For people: the live
+        view's host page shows a host's best queued pages."""
+        ...
+
     def clear(self) -> list[Any]:
         """Empty the queue (its host was given up); the items that must be told to the
         request store (all of them in memory; on disk only those kept in memory: the rows
@@ -89,6 +95,10 @@ class FifoHostQueue:
 
     def best_quality(self) -> float:
         return 0.0
+
+    def peek(self, n: int) -> list[tuple[float | None, Any]]:
+        start = self._start
+        return [(None, item) for item in self._items[start : start + max(n, 0)]]
 
     def head_sum(self) -> float:
         return 0.0
@@ -250,6 +260,20 @@ class QualityHostQueue:
 
     def head_sum(self) -> float:
         return self._head_sum
+
+    def peek(self, n: int) -> list[tuple[float | None, Any]]:
+        # Best first: each list from its end (the oldest of equals is last), the top list
+        # first, then the lower blocks from the best.
+        found: list[tuple[float | None, Any]] = []
+        lists = [(self._qs, self._items)]
+        if self._lower_qs and self._lower_items:
+            lists += list(zip(reversed(self._lower_qs), reversed(self._lower_items), strict=True))
+        for qs, items in lists:
+            for i in range(len(qs) - 1, -1, -1):
+                if len(found) >= n:
+                    return found
+                found.append((qs[i], items[i]))
+        return found
 
     def set_head_size(self, size: int) -> None:
         """Called after every response (the session length follows the host's estimate):

@@ -152,6 +152,7 @@ def build_frontier(
             failures=config.failures,
             queue_factory=queue_factory,
             on_give_up=reporter.host_given_up,
+            on_session_end=reporter.sessions.ended,
             on_dropped=store.discard,
             min_gap=config.host_delay,
             budget=config.budget(),

@@ -1,4 +1,5 @@
-"""What the scheduler tells the user: stats for everything, a log line once per kind.
+"""What the scheduler tells the user: stats for everything, a log line once per kind, and
+the hosts' recent sessions for the live view's host pages.
 
 A problem that can repeat per request (a URL whose host cannot be worked out, a stored
 request that cannot be rebuilt) is logged the first time and counted every time, as
@@ -11,6 +12,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from ..frontier.hosts import GIVEN_UP_BUDGET, GIVEN_UP_FAILING
+from ..live.timeline import RecentSessions
 
 if TYPE_CHECKING:
     from scrapy import Spider
@@ -34,6 +36,8 @@ class Reporter:
         self._warned: set[str] = set()
         self._counts: dict[str, int] = {}
         self._buffered = True
+        #: Every session the frontier ends (bounded), for a host's timeline.
+        self.sessions = RecentSessions()
 
     def inc(self, key: str, count: int = 1) -> None:
         """Add ``count`` to the stat ``key``: kept here until :meth:`flush`.

@@ -7,6 +7,10 @@ A Scrapy extension (the add-on enables it; by hand:
 logs the URL to open. Every ``TWOLEVEL_STATUS_INTERVAL`` seconds (60; 0: never) it logs
 one line: hosts by state and why they wait, pending requests, quality gathered. Both read
 :func:`~.snapshot.snapshot` of the scheduler's frontier; nothing here changes the crawl.
+
+With the dashboard on, it also keeps what a snapshot cannot say (:mod:`.timeline`): the
+crawl's course every :data:`SAMPLE_INTERVAL` seconds, for its rates now and its time to
+drain, and each host's recent pages, failures and refusals, for the host pages.
 """
 
 from __future__ import annotations
@@ -22,19 +26,26 @@ from scrapy.exceptions import NotConfigured
 
 from .._engine import requests_in_downloader
 from ..config import PORT, PROMETHEUS_MAX_HOSTS, STATUS_INTERVAL, WEB_HOST, WEB_TOP_HOSTS
-from ..signals import host_failed
+from ..signals import host_failed, host_measured, host_refused
 from ..view import view_of
 from .snapshot import SCHEMA_VERSION, STATES, snapshot
+from .timeline import History, HostEvents, Point, host_timeline
 
 if TYPE_CHECKING:
     from scrapy import Request, Spider
     from scrapy.crawler import Crawler
     from scrapy.http import Response
 
+    from ..frontier import Measurement
+
 logger = logging.getLogger(__name__)
 
 #: Seconds a snapshot without named hosts is served again (see :meth:`LiveView.status`).
 REUSE = 1.0
+#: Seconds between two points of the crawl's course (with the dashboard on).
+SAMPLE_INTERVAL = 2.0
+#: URLs of a host's queue its page shows.
+QUEUED_SHOWN = 10
 
 
 class LiveView:
@@ -67,6 +78,12 @@ class LiveView:
         self._last: tuple[float, dict[str, Any]] | None = None
         #: Failed requests per host by kind (down, slow, broken), from the middleware.
         self.failures: dict[str, Counter[str]] = {}
+        self.errors = 0  # failed requests (host_failed)
+        self.refusals = 0  # refused ones (host_refused: 429/503, TWOLEVEL_REFUSAL_CODES)
+        self.history = History()
+        #: Each host's recent events; kept only with the dashboard on (who else reads it).
+        self.events = HostEvents() if port is not None else None
+        self._sampler: Any = None
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
@@ -86,6 +103,9 @@ class LiveView:
         crawler.signals.connect(view.spider_closed, signal=signals.spider_closed)
         crawler.signals.connect(view.response_received, signal=signals.response_received)
         crawler.signals.connect(view.host_failed, signal=host_failed)
+        crawler.signals.connect(view.host_refused, signal=host_refused)
+        if port is not None:
+            crawler.signals.connect(view.host_measured, signal=host_measured)
         return view
 
     # -- what it shows -----------------------------------------------------------------
@@ -102,15 +122,38 @@ class LiveView:
             self._last = (now, snap)
         return snap
 
+    def _point(self) -> Point:
+        view = view_of(self.crawler)
+        frontier = None if view is None else view.frontier
+        return Point(
+            elapsed=round(time.monotonic() - self._started, 3),
+            pages=self.pages,
+            quality=self.quality,
+            pending=0 if frontier is None else len(frontier),
+            errors=self.errors,
+            refusals=self.refusals,
+        )
+
+    def sample(self) -> None:
+        """One point of the crawl's course (every :data:`SAMPLE_INTERVAL` seconds)."""
+        self.history.add(self._point())
+
     def _status(self, named: list[str] | None) -> dict[str, Any]:
         elapsed = time.monotonic() - self._started
         in_downloader = requests_in_downloader(self.crawler)
+        point = self._point()
         crawl = {
             "pages": self.pages,
             "quality": round(self.quality, 6),
             "in_flight": len(in_downloader) if in_downloader is not None else 0,
             "elapsed_s": round(elapsed, 1),
             "pages_per_min": round(60 * self.pages / elapsed, 1) if elapsed > 0 else 0.0,
+            "errors": self.errors,
+            "refusals": self.refusals,
+            **{
+                key: None if value is None else round(value, 3)
+                for key, value in self.history.rates(point).items()
+            },
         }
         view = view_of(self.crawler)
         frontier = None if view is None else view.frontier
@@ -122,6 +165,8 @@ class LiveView:
                 "states": states,
                 "reasons": {},
                 "hosts": [],
+                "held_up": [],
+                "history": self.history.to_rows(),
             }
         snap = snapshot(frontier, frontier.now(), top=self.top, named=named or (), crawl=crawl)
         for row in snap["hosts"]:
@@ -132,7 +177,31 @@ class LiveView:
         cluster = view.cluster_status()  # TWOLEVEL_REDIS_URL
         if cluster is not None:
             snap["cluster"] = cluster
+        snap["history"] = self.history.to_rows()
         return snap
+
+    def host_detail(self, host: str) -> dict[str, Any] | None:
+        """One host's page: its row (state, estimates), its story (sessions, pages,
+        failures, refusals; times in seconds before now) and its queue's first URLs;
+        ``None`` for a host the frontier does not know."""
+        view = view_of(self.crawler)
+        frontier = None if view is None else view.frontier
+        if view is None or frontier is None:
+            return None
+        now = frontier.now()
+        snap = snapshot(frontier, now, top=0, named=[host])
+        row = next((r for r in snap["hosts"] if r["host"] == host), None)
+        if row is None:
+            return None
+        row["failures"] = dict(self.failures.get(host, {}))
+        events = self.events.of(host) if self.events is not None else []
+        return {
+            "schema": SCHEMA_VERSION,
+            "host": host,
+            "row": row,
+            "timeline": host_timeline(now, view.recent_sessions(host), events),
+            "queued_pages": view.queued_pages(host, QUEUED_SHOWN),
+        }
 
     def response_received(self, response: Response, request: Request, spider: Spider) -> None:
         self.pages += 1
@@ -140,8 +209,34 @@ class LiveView:
         if view is not None:
             self.quality += max(0.0, view.quality(request))
 
+    def _clock(self) -> float:
+        """The frontier's clock, which the sessions' times are on."""
+        view = view_of(self.crawler)
+        frontier = None if view is None else view.frontier
+        return time.monotonic() if frontier is None else frontier.now()
+
     def host_failed(self, host: str, kind: str, **_: Any) -> None:
         self.failures.setdefault(host, Counter())[kind] += 1
+        self.errors += 1
+        if self.events is not None:
+            self.events.add(host, self._clock(), "failed", kind)
+
+    def host_refused(self, host: str, retry_after: float | None = None, **_: Any) -> None:
+        self.refusals += 1
+        if self.events is not None:
+            wait = "no Retry-After" if retry_after is None else f"Retry-After {retry_after:g} s"
+            self.events.add(host, self._clock(), "refused", wait)
+
+    def host_measured(self, host: str, measurement: Measurement | None = None, **_: Any) -> None:
+        if self.events is None:
+            return
+        if measurement is None:
+            self.events.add(host, self._clock(), "page", "")
+            return
+        detail = f"{measurement.latency:.3f} s to the first byte"
+        if measurement.new_connection:
+            detail += ", new connection"
+        self.events.add(host, self._clock(), "page", detail)
 
     def log_status(self) -> None:
         snap = self.status()
@@ -180,7 +275,11 @@ class LiveView:
 
         from .web import LiveResource
 
-        resource = LiveResource(self.token, self.status, max_hosts=self.prometheus_hosts)
+        self._sampler = task.LoopingCall(self.sample)
+        self._sampler.start(SAMPLE_INTERVAL, now=True)
+        resource = LiveResource(
+            self.token, self.status, self.host_detail, max_hosts=self.prometheus_hosts
+        )
         try:
             # Stub gap: listenTCP wants a ServerFactory[_ProtoWithFactory], invariant, which
             # no concrete factory (Site included) matches.
@@ -203,8 +302,9 @@ class LiveView:
         logger.info("Live view of this crawl: %(url)s", {"url": self.url}, extra={"spider": spider})
 
     def spider_closed(self, spider: Spider) -> Any:
-        if self._loop is not None and self._loop.running:
-            self._loop.stop()
+        for loop in (self._loop, self._sampler):
+            if loop is not None and loop.running:
+                loop.stop()
         if self._listening is not None:
             listening, self._listening = self._listening, None
             return listening.stopListening()

@@ -32,6 +32,8 @@ from ..frontier.hosts import Host
 
 SCHEMA_VERSION = 1
 STATES = ("in session", "waiting", "ready", "given up", "idle")
+#: Rows of the "held up by" list.
+HELD_UP_ROWS = 10
 
 
 def host_state(host: Host, now: float) -> tuple[str, str, float | None]:
@@ -107,11 +109,19 @@ def snapshot(
     shown: dict[str, Host] = {}
     wanted = set(named)
     candidates = []
+    held: list[tuple[float, str, Host, str, float]] = []  # quality held, key, host, why, until
     for host in frontier.hosts():
-        state, reason, _ = host_state(host, now)
+        state, reason, until = host_state(host, now)
         counts[state] += 1
         if reason and state in ("waiting", "given up"):
             why[f"{state}: {reason}"] += 1
+        if state == "waiting" and len(host.queue) and until is not None:
+            quality = host.queue.head_sum() * host.estimate.success_rate
+            item = (quality, host.key, host, reason, until)
+            if len(held) < HELD_UP_ROWS:
+                heapq.heappush(held, item)
+            elif item > held[0]:
+                heapq.heapreplace(held, item)
         if state == "in session" or host.key in wanted:
             shown[host.key] = host
         elif len(host.queue) and state != "given up":
@@ -136,6 +146,18 @@ def snapshot(
         "states": {state: counts[state] for state in STATES},
         "reasons": dict(sorted(why.items())),
         "hosts": [host_row(ranking, host, now) for host in shown.values()],
+        # The waiting hosts whose next session would gather the most quality: what their
+        # wait costs the crawl now (its quality ΣQ·S, held until the wait ends).
+        "held_up": [
+            {
+                "host": host.key,
+                "why": reason,
+                "wait_s": round(until - now, 3),
+                "queued": len(host.queue),
+                "quality_held": round(quality, 6),
+            }
+            for quality, _, host, reason, until in sorted(held, reverse=True)
+        ],
     }
     if hasattr(frontier, "selector"):
         snap["topics"] = topic_rows(frontier, now)

@@ -1,4 +1,5 @@
-"""The live view's HTTP side: the dashboard, ``/status.json`` and ``/metrics``, behind a token.
+"""The live view's HTTP side: the dashboard, ``/status.json``, ``/host.json`` and ``/metrics``,
+behind a token.
 
 A Twisted Web resource served by the crawl's own reactor, so a snapshot is read between
 two engine callbacks, never while the frontier changes. Every request must carry the
@@ -21,6 +22,8 @@ from .prometheus import CONTENT_TYPE, render
 
 #: ``named hosts -> snapshot``: what the extension hands the resource.
 StatusFunc = Callable[[list[str]], dict[str, Any]]
+#: ``host -> its page's data`` (``None``: not a host of the crawl).
+HostFunc = Callable[[str], "dict[str, Any] | None"]
 
 
 def dashboard_page() -> bytes:
@@ -29,15 +32,19 @@ def dashboard_page() -> bytes:
 
 
 class LiveResource(Resource):
-    """``/`` (the dashboard), ``/status.json`` (``?host=`` adds hosts to the table) and
-    ``/metrics``; 403 without the token, 404 for anything else."""
+    """``/`` (the dashboard), ``/status.json`` (``?host=`` adds hosts to the table),
+    ``/host.json?host=`` (one host's page) and ``/metrics``; 403 without the token, 404
+    for anything else (a host the crawl does not know too)."""
 
     isLeaf = True
 
-    def __init__(self, token: str, status: StatusFunc, *, max_hosts: int) -> None:
+    def __init__(
+        self, token: str, status: StatusFunc, host_detail: HostFunc, *, max_hosts: int
+    ) -> None:
         super().__init__()
         self.token = token.encode()
         self.status = status
+        self.host_detail = host_detail
         self.max_hosts = max_hosts  # hosts with series in /metrics (see .prometheus)
         self.page = dashboard_page()
 
@@ -61,7 +68,13 @@ class LiveResource(Resource):
             named = [h.decode("utf-8", "replace") for h in request.args.get(b"host", [])]
             request.setHeader(b"content-type", b"application/json")
             return json.dumps(self.status(named)).encode()
-        if request.path == b"/metrics":
+        if request.path == b"/host.json":
+            name = request.args.get(b"host", [b""])[0].decode("utf-8", "replace")
+            detail = self.host_detail(name) if name else None
+            if detail is not None:
+                request.setHeader(b"content-type", b"application/json")
+                return json.dumps(detail).encode()
+        elif request.path == b"/metrics":
             request.setHeader(b"content-type", CONTENT_TYPE.encode())
             return render(self.status([]), max_hosts=self.max_hosts).encode()
         request.setResponseCode(404)

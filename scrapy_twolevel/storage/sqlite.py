@@ -611,6 +611,18 @@ class SqliteHostQueue:
         self._head_last = None
         return kept
 
+    def peek(self, n: int) -> list[tuple[float | None, Any]]:
+        # Those kept in memory are popped first (see pop), then the rows, best first.
+        found = self._mem.peek(n) if self._mem is not None else []
+        if len(found) < n and self._len:
+            self._store.current()
+            rows = self._store.db.execute(
+                "SELECT negq, data FROM requests WHERE host=? ORDER BY negq, seq LIMIT ?",
+                (self._id, n - len(found)),
+            ).fetchall()
+            found += [(-negq if self._by_quality else None, bytes(data)) for negq, data in rows]
+        return found
+
     def best_quality(self) -> float:
         if self._mem is not None and len(self._mem):
             return self._mem.best_quality()

@@ -37,5 +37,7 @@ def headless_chromium(profile: Path) -> Any:
     for flag in CHROMIUM_FLAGS:
         options.add_argument(flag)
     options.add_argument(f"--user-data-dir={profile}")
+    # The console's messages, errors included, for driver.get_log("browser").
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     driver = shutil.which("chromedriver") or "/usr/bin/chromedriver"
     return webdriver.Chrome(options=options, service=Service(executable_path=driver))
