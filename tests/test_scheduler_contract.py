@@ -504,3 +504,24 @@ def test_binding_capability_ranks_at_the_measured_price_of_cpu():
     other, _ = create_scheduler({"TWOLEVEL_POLICY": "resource-capability"})
     assert other.cpu_price is None
     other.close("finished")
+
+
+def test_the_view_shows_a_hosts_next_urls_and_its_finished_sessions(jobdir):
+    """What the live view's host page reads: the URLs a host's queue hands out next (best
+    first, with their quality, in memory and from the JOBDIR file) and its sessions."""
+    scheduler, crawler = create_scheduler({"TWOLEVEL_POLICY": "quality-first"}, jobdir)
+    for priority in [1, 5, 3]:
+        scheduler.enqueue_request(Request(f"http://a.example/{priority}", priority=priority))
+    scheduler.enqueue_request(Request("http://b.example/x"))
+    assert scheduler.queued_pages("a.example", 2) == [
+        {"url": "http://a.example/5", "quality": 5.0},
+        {"url": "http://a.example/3", "quality": 3.0},
+    ]
+    assert scheduler.queued_pages("nowhere.example", 2) == []
+    assert scheduler.recent_sessions("a.example") == []
+    got = dequeue_all(scheduler, crawler)
+    assert len(got) == 4 and scheduler.queued_pages("a.example", 2) == []
+    sessions = scheduler.recent_sessions("a.example")
+    assert sum(s.served for s in sessions) == 3 and {s.host for s in sessions} == {"a.example"}
+    assert all(s.ended >= s.started for s in sessions)
+    scheduler.close("finished")
