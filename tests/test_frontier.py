@@ -457,6 +457,41 @@ def test_sessions_report_their_length_with_the_injected_clock():
     ]
 
 
+def test_a_session_record_says_what_its_host_waits_for_when_it_ends():
+    """Backed off 10 s after a failed session (one failure ends one here), parked until a
+    refusal's Retry-After of 30 s, or free at once (its one URL served: nothing to wait
+    for)."""
+    from scrapy_twolevel.frontier.failures import FailurePolicy
+
+    clock = FakeClock(100.0)
+    records = []
+    f = TwoLevelFrontier(
+        BreadthFirst(),
+        PARAMS,
+        None,
+        failures=FailurePolicy(session_failures=1, backoff=10.0, backoff_max=25.0),
+        clock=clock,
+        jitter=lambda: 0.0,
+        on_session_end=records.append,
+    )
+    for host in ("failing", "refuser", "free"):
+        f.push(host, 0.5, f"{host}/0")
+    f.push("failing", 0.4, "failing/1")  # more to serve: they wait, not idle
+    f.push("refuser", 0.4, "refuser/1")
+    served = {f.pop()[0] for _ in range(3)}
+    assert served == {"failing", "refuser", "free"}
+    clock.now = 101.0
+    f.observe_failure("failing", elapsed=1.0, timeout=False)
+    f.done("failing")
+    f.observe_refusal("refuser", retry_after=30.0)
+    f.done("refuser")
+    f.done("free")
+    waits = {r.host: (r.failed, r.wait_until, r.wait_reason) for r in records}
+    assert waits["failing"] == (True, 111.0, "backoff")
+    assert waits["refuser"] == (False, 131.0, "refused")
+    assert waits["free"] == (False, None, "")
+
+
 def test_done_for_unknown_or_idle_host_is_harmless():
     f = TwoLevelFrontier(BreadthFirst(), PARAMS, 1)
     f.done("nobody")

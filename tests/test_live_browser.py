@@ -147,6 +147,8 @@ def test_the_dashboard_reads_at_a_glance_sorts_filters_and_opens_a_host_page(tmp
         events = text("host-events")
         assert re.search(rf"{DURATION} ago refused Retry-After \d+ s", events), events
         wait.until(lambda _: "session" in text("host-events"))
+        # ...and the waits its sessions left it in, with why in plain words.
+        wait.until(lambda _: re.search(r" ago wait [a-z]", text("host-events")))
         assert "time before now" in text("host-timeline")
         marks = driver.find_elements(By.CSS_SELECTOR, "#host-timeline rect, #host-timeline circle")
         assert len(marks) >= 3

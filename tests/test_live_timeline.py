@@ -80,7 +80,8 @@ def test_a_hosts_timeline_has_its_sessions_and_events_oldest_first_before_now():
     sessions = RecentSessions(kept=2)
     sessions.ended(SessionRecord("h", 3, 5, 10.0, 12.5))
     sessions.ended(SessionRecord("other", 1, 1, 11.0, 11.1))
-    sessions.ended(SessionRecord("h", 0, 1, 16.0, 17.0, failed=True))  # pushes the first out
+    # Failed: backed off until 19.5; it pushes the first session out.
+    sessions.ended(SessionRecord("h", 0, 1, 16.0, 17.0, True, 19.5, "backoff"))
     assert [s.started for s in sessions.of("h")] == [16.0]
     rows = host_timeline(
         20.0,
@@ -97,4 +98,5 @@ def test_a_hosts_timeline_has_its_sessions_and_events_oldest_first_before_now():
             "duration_s": 1.0,
             "detail": "0 of 1 page, ended by failures",
         },
+        {"at_s": -3.0, "kind": "wait", "duration_s": 2.5, "detail": "backoff"},
     ]

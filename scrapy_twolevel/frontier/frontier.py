@@ -593,24 +593,35 @@ class TwoLevelFrontier:
             self._lock.release(host.key, self._lock_owner)
         self.sessions_ended += 1
         self.session_requests += host.session_served
+        ended = self._clock()
+        if failed:
+            self._session_failed(host)
+        elif host.ready_at - PACE_LEAD > ended and len(host.queue):
+            # Paced: ranked again just before the server will take its next request at
+            # once (PACE_LEAD: the crawler's own delay between a decision and the send).
+            host.paced_until = host.ready_at - PACE_LEAD
+            heapq.heappush(self._paced, (host.paced_until, self._sequence.next(), host.key))
         if self._on_session_end is not None:
+            # After the back-off or the pace is set: the record says what the host waits for.
+            if host.given_up or not len(host.queue):
+                wait: tuple[float | None, str] = (None, "")
+            elif host.retry_at > ended:
+                wait = (host.retry_at, host.wait_reason)
+            elif host.paced_until > ended:
+                wait = (host.paced_until, "pacing")
+            else:
+                wait = (None, "")
             self._on_session_end(
                 SessionRecord(
                     host.key,
                     host.session_served,
                     host.session_budget,
                     host.session_started,
-                    self._clock(),
+                    ended,
                     failed,
+                    *wait,
                 )
             )
-        if failed:
-            self._session_failed(host)
-        elif host.ready_at - PACE_LEAD > self._clock() and len(host.queue):
-            # Paced: ranked again just before the server will take its next request at
-            # once (PACE_LEAD: the crawler's own delay between a decision and the send).
-            host.paced_until = host.ready_at - PACE_LEAD
-            heapq.heappush(self._paced, (host.paced_until, self._sequence.next(), host.key))
         self._rank(host)
 
     def _session_goes_on(self, host: Host) -> bool:

@@ -123,6 +123,11 @@ class SessionRecord:
     ended: float
     #: Ended early by failures in a row (the host is backed off or given up).
     failed: bool = False
+    #: What the host waits for when the session ends: until when (the frontier's clock)
+    #: and why (``backoff``, ``refused``, ``delay``, ``pacing``); ``None`` and "" when it
+    #: may be served again at once.
+    wait_until: float | None = None
+    wait_reason: str = ""
 
 
 class SeqCounter:

@@ -130,17 +130,28 @@ def host_timeline(
     events: Iterable[tuple[float, str, str]],
 ) -> list[dict[str, Any]]:
     """One host's story, oldest first: its sessions (start, length, pages, whether it
-    failed) and its events, with times as seconds before ``now`` (negative)."""
-    rows: list[dict[str, Any]] = [
-        {
-            "at_s": round(s.started - now, 3),
-            "kind": "session",
-            "duration_s": round(s.ended - s.started, 3),
-            "detail": f"{s.served} of {s.budget} page{'' if s.budget == 1 else 's'}"
-            + (", ended by failures" if s.failed else ""),
-        }
-        for s in sessions
-    ]
+    failed), the wait each left it in (until when, and why) and its events, with times as
+    seconds before ``now`` (negative)."""
+    rows: list[dict[str, Any]] = []
+    for s in sessions:
+        pages = f"{s.served} of {s.budget} page{'' if s.budget == 1 else 's'}"
+        rows.append(
+            {
+                "at_s": round(s.started - now, 3),
+                "kind": "session",
+                "duration_s": round(s.ended - s.started, 3),
+                "detail": pages + (", ended by failures" if s.failed else ""),
+            }
+        )
+        if s.wait_until is not None:
+            rows.append(
+                {
+                    "at_s": round(s.ended - now, 3),
+                    "kind": "wait",
+                    "duration_s": round(s.wait_until - s.ended, 3),
+                    "detail": s.wait_reason,
+                }
+            )
     rows += [{"at_s": round(t - now, 3), "kind": k, "detail": d} for t, k, d in events]
     rows.sort(key=lambda r: r["at_s"])
     return rows
