@@ -105,6 +105,9 @@ def test_status_and_metrics_show_each_state_and_need_the_token(live_crawl):
     assert kind.startswith("text/plain; version=0.0.4")
     assert re.search(r'^twolevel_hosts\{state="given up"\} [1-9]', text, re.M)
     assert re.search(r"^twolevel_pages_total [1-9]", text, re.M)
+    # The failing hosts' failed requests, as the dashboard counts them.
+    assert re.search(r"^twolevel_failed_requests_total [1-9]", text, re.M)
+    assert re.search(r"^twolevel_refused_requests_total \d", text, re.M)
     assert promtool_check(text) == (0, "")  # what Prometheus itself parses and lints
     _status, kind, page = get(f"{base}/?token={token}")
     assert kind.startswith("text/html") and b"status.json" in page

@@ -131,7 +131,7 @@ def test_top_hosts_are_the_best_scored_and_named_hosts_are_added():
 
 def test_prometheus_text_names_every_state_and_escapes_labels():
     f, clock = driven_frontier()
-    snap = snapshot(f, clock.now, crawl={"pages": 4, "quality": 2.5})
+    snap = snapshot(f, clock.now, crawl={"pages": 4, "quality": 2.5, "errors": 3})
     snap["hosts"][0]["host"] = 'odd"host\\name'
     text = render(snap, max_hosts=50)  # promtool's check: tests/test_prometheus.py
     assert text.endswith("\n")
@@ -139,6 +139,7 @@ def test_prometheus_text_names_every_state_and_escapes_labels():
     assert "twolevel_pending_requests 5.0" in lines
     assert "twolevel_pages_total 4.0" in lines
     assert "twolevel_quality_gathered_total 2.5" in lines
+    assert "twolevel_failed_requests_total 3.0" in lines
     assert 'twolevel_hosts{state="waiting"} 2.0' in lines
     assert 'twolevel_hosts{state="given up"} 1.0' in lines
     assert 'twolevel_hosts_held{state="waiting",reason="refused"} 1.0' in lines

@@ -24,6 +24,18 @@ CRAWL_METRICS = (
     ("pages", "twolevel_pages_total", "counter", "Responses received."),
     ("quality", "twolevel_quality_gathered_total", "counter", "Quality of the pages fetched."),
     ("in_flight", "twolevel_requests_in_flight", "gauge", "Requests in the downloader."),
+    (
+        "errors",
+        "twolevel_failed_requests_total",
+        "counter",
+        "Requests that failed (timeouts, refused or reset connections, DNS errors).",
+    ),
+    (
+        "refusals",
+        "twolevel_refused_requests_total",
+        "counter",
+        "Requests the servers refused for now (429/503 by default).",
+    ),
 )
 #: Per-host figures of a snapshot row: row key, metric name, type, help. The counters
 #: only grow while the crawl runs (a host's series is absent while it is not in the top
