@@ -66,14 +66,14 @@ def test_a_full_history_thins_its_older_half_and_keeps_the_recent_points():
 
 def test_host_events_keep_the_latest_per_host_for_the_most_recently_active_hosts():
     events = HostEvents(per_host=2, hosts=2)
-    events.add("a", 1.0, "page")
+    events.add("a", 1.0, "failed", "down")
     events.add("b", 2.0, "refused", "Retry-After 5 s")
     events.add("a", 3.0, "failed", "slow")  # a is now the most recently active
-    events.add("c", 4.0, "page")  # a third host: b, the least recent, goes
+    events.add("c", 4.0, "refused")  # a third host: b, the least recent, goes
     assert events.of("b") == []
-    events.add("a", 5.0, "page")  # a keeps its last two
-    assert events.of("a") == [(3.0, "failed", "slow"), (5.0, "page", "")]
-    assert events.of("c") == [(4.0, "page", "")]
+    events.add("a", 5.0, "refused")  # a keeps its last two
+    assert events.of("a") == [(3.0, "failed", "slow"), (5.0, "refused", "")]
+    assert events.of("c") == [(4.0, "refused", "")]
 
 
 def test_a_hosts_timeline_has_its_sessions_and_events_oldest_first_before_now():
@@ -86,11 +86,11 @@ def test_a_hosts_timeline_has_its_sessions_and_events_oldest_first_before_now():
     rows = host_timeline(
         20.0,
         [SessionRecord("h", 3, 5, 10.0, 12.5), *sessions.of("h")],
-        [(15.0, "refused", "Retry-After 2 s"), (12.0, "page", "")],
+        [(15.0, "refused", "Retry-After 2 s"), (12.0, "failed", "slow")],
     )
     assert rows == [
         {"at_s": -10.0, "kind": "session", "duration_s": 2.5, "detail": "3 of 5 pages"},
-        {"at_s": -8.0, "kind": "page", "detail": ""},
+        {"at_s": -8.0, "kind": "failed", "detail": "slow"},
         {"at_s": -5.0, "kind": "refused", "detail": "Retry-After 2 s"},
         {
             "at_s": -4.0,

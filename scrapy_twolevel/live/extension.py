@@ -10,7 +10,8 @@ one line: hosts by state and why they wait, pending requests, quality gathered. 
 
 With the dashboard on, it also keeps what a snapshot cannot say (:mod:`.timeline`): the
 crawl's course every :data:`SAMPLE_INTERVAL` seconds, for its rates now and its time to
-drain, and each host's recent pages, failures and refusals, for the host pages.
+drain, and each host's recent failures and refusals, for the host pages (its pages show
+in its sessions, which the frontier reports).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from scrapy.exceptions import NotConfigured
 
 from .._engine import requests_in_downloader
 from ..config import PORT, PROMETHEUS_MAX_HOSTS, STATUS_INTERVAL, WEB_HOST, WEB_TOP_HOSTS
-from ..signals import host_failed, host_measured, host_refused
+from ..signals import host_failed, host_refused
 from ..view import view_of
 from .snapshot import SCHEMA_VERSION, STATES, snapshot
 from .timeline import History, HostEvents, Point, host_timeline
@@ -35,8 +36,6 @@ if TYPE_CHECKING:
     from scrapy import Request, Spider
     from scrapy.crawler import Crawler
     from scrapy.http import Response
-
-    from ..frontier import Measurement
 
 logger = logging.getLogger(__name__)
 
@@ -104,8 +103,6 @@ class LiveView:
         crawler.signals.connect(view.response_received, signal=signals.response_received)
         crawler.signals.connect(view.host_failed, signal=host_failed)
         crawler.signals.connect(view.host_refused, signal=host_refused)
-        if port is not None:
-            crawler.signals.connect(view.host_measured, signal=host_measured)
         return view
 
     # -- what it shows -----------------------------------------------------------------
@@ -226,17 +223,6 @@ class LiveView:
         if self.events is not None:
             wait = "no Retry-After" if retry_after is None else f"Retry-After {retry_after:g} s"
             self.events.add(host, self._clock(), "refused", wait)
-
-    def host_measured(self, host: str, measurement: Measurement | None = None, **_: Any) -> None:
-        if self.events is None:
-            return
-        if measurement is None:
-            self.events.add(host, self._clock(), "page", "")
-            return
-        detail = f"{measurement.latency:.3f} s to the first byte"
-        if measurement.new_connection:
-            detail += ", new connection"
-        self.events.add(host, self._clock(), "page", detail)
 
     def log_status(self) -> None:
         snap = self.status()
