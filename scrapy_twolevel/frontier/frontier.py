@@ -603,14 +603,8 @@ class TwoLevelFrontier:
             heapq.heappush(self._paced, (host.paced_until, self._sequence.next(), host.key))
         if self._on_session_end is not None:
             # After the back-off or the pace is set: the record says what the host waits for.
-            if host.given_up or not len(host.queue):
-                wait: tuple[float | None, str] = (None, "")
-            elif host.retry_at > ended:
-                wait = (host.retry_at, host.wait_reason)
-            elif host.paced_until > ended:
-                wait = (host.paced_until, "pacing")
-            else:
-                wait = (None, "")
+            waiting = None if host.given_up or not len(host.queue) else host.waiting(ended)
+            wait: tuple[float | None, str] = waiting or (None, "")
             self._on_session_end(
                 SessionRecord(
                     host.key,

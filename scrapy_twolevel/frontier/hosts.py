@@ -87,6 +87,15 @@ class Host:
         self.ready_at = 0.0  # its pace: the server holds a request sent before this time
         self.paced_until = 0.0  # > 0 while waiting out its pace: not ranked before this time
 
+    def waiting(self, now: float) -> tuple[float, str] | None:
+        """``(until, why)`` while it may not be served at ``now``: parked (``retry_at``,
+        ``wait_reason``) or waiting out its pace (``WAIT_PACING``); else ``None``."""
+        if self.retry_at > now:
+            return self.retry_at, self.wait_reason
+        if self.paced_until > now:
+            return self.paced_until, WAIT_PACING
+        return None
+
     def probe_failed(self) -> bool:
         """Its current (or last) session was a probe after a back-off, and failed.
 
@@ -107,6 +116,9 @@ class Host:
 WAIT_BACKOFF = "backoff"
 WAIT_REFUSED = "refused"
 WAIT_DELAY = "delay"
+#: Why a host waits until its ``paced_until``: the server's own pace, learnt from the
+#: responses it held.
+WAIT_PACING = "pacing"
 #: Why a host takes no more URLs: it kept failing, or it has had its page budget.
 GIVEN_UP_FAILING = "failing"
 GIVEN_UP_BUDGET = "budget"

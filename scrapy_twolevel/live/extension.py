@@ -37,6 +37,9 @@ if TYPE_CHECKING:
     from scrapy.crawler import Crawler
     from scrapy.http import Response
 
+    from ..frontier import Frontier
+    from ..view import CrawlView
+
 logger = logging.getLogger(__name__)
 
 #: Seconds a snapshot without named hosts is served again (see :meth:`LiveView.status`).
@@ -119,14 +122,20 @@ class LiveView:
             self._last = (now, snap)
         return snap
 
-    def _point(self) -> Point:
+    def _open(self) -> tuple[CrawlView, Frontier] | None:
+        """The scheduler's view and its frontier; ``None`` under another scheduler, or
+        before it opened or after it closed."""
         view = view_of(self.crawler)
         frontier = None if view is None else view.frontier
+        return None if view is None or frontier is None else (view, frontier)
+
+    def _point(self) -> Point:
+        opened = self._open()
         return Point(
             elapsed=round(time.monotonic() - self._started, 3),
             pages=self.pages,
             quality=self.quality,
-            pending=0 if frontier is None else len(frontier),
+            pending=0 if opened is None else len(opened[1]),
             errors=self.errors,
             refusals=self.refusals,
         )
@@ -152,9 +161,8 @@ class LiveView:
                 for key, value in self.history.rates(point).items()
             },
         }
-        view = view_of(self.crawler)
-        frontier = None if view is None else view.frontier
-        if view is None or frontier is None:  # not this package's scheduler, or not open
+        opened = self._open()
+        if opened is None:  # not this package's scheduler, or not open
             states = dict.fromkeys(STATES, 0)
             return {
                 "schema": SCHEMA_VERSION,
@@ -165,6 +173,7 @@ class LiveView:
                 "held_up": [],
                 "history": self.history.to_rows(),
             }
+        view, frontier = opened
         snap = snapshot(frontier, frontier.now(), top=self.top, named=named or (), crawl=crawl)
         for row in snap["hosts"]:
             row["failures"] = dict(self.failures.get(row["host"], {}))
@@ -178,13 +187,13 @@ class LiveView:
         return snap
 
     def host_detail(self, host: str) -> dict[str, Any] | None:
-        """One host's page: its row (state, estimates), its story (sessions, pages,
+        """One host's page: its row (state, estimates), its story (sessions, waits,
         failures, refusals; times in seconds before now) and its queue's first URLs;
         ``None`` for a host the frontier does not know."""
-        view = view_of(self.crawler)
-        frontier = None if view is None else view.frontier
-        if view is None or frontier is None:
+        opened = self._open()
+        if opened is None:
             return None
+        view, frontier = opened
         now = frontier.now()
         snap = snapshot(frontier, now, top=0, named=[host])
         row = next((r for r in snap["hosts"] if r["host"] == host), None)
@@ -208,9 +217,8 @@ class LiveView:
 
     def _clock(self) -> float:
         """The frontier's clock, which the sessions' times are on."""
-        view = view_of(self.crawler)
-        frontier = None if view is None else view.frontier
-        return time.monotonic() if frontier is None else frontier.now()
+        opened = self._open()
+        return time.monotonic() if opened is None else opened[1].now()
 
     def host_failed(self, host: str, kind: str, **_: Any) -> None:
         self.failures.setdefault(host, Counter())[kind] += 1

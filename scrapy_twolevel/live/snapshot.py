@@ -42,10 +42,9 @@ def host_state(host: Host, now: float) -> tuple[str, str, float | None]:
         return "given up", host.given_up_for, None
     if host.open:
         return "in session", "fetching" if host.busy else "", None
-    if host.retry_at > now:
-        return "waiting", host.wait_reason, host.retry_at
-    if host.paced_until > now:
-        return "waiting", "pacing", host.paced_until
+    wait = host.waiting(now)
+    if wait is not None:
+        return "waiting", wait[1], wait[0]
     if len(host.queue):
         return "ready", "", None
     return "idle", "", None
