@@ -22,12 +22,14 @@ default scheduler and a clairvoyant reference, in one run:
   ``--cpu-window``).
 - **the reference**: the clairvoyant schedule (:mod:`realweb.clairvoyant`), simulated on the
   same graph, rates and sizes with the same 8 connections; and, when crawl-capability ran,
-  the same with one core paying the CPU per page and per byte fitted on its crawl
+  the same with one core paying the CPU per page, per byte and (the second web) per TLS
+  handshake fitted on its crawl
   (:mod:`realweb.cpu_model`).
 
 - **the second web** (``--web apache``): another corpus (``realweb/corpus2.json``) served
   by Apache httpd with another rate law: a latency per request instead of a request
-  rate, short keep-alive timeouts on half the hosts, HTTPS on half
+  rate, a burst limit that refuses for the rest of a minute on half the hosts, short
+  keep-alive timeouts on half, HTTPS on half
   (:mod:`realweb.apache`); same crawls, judge and references. Its results go to
   ``real_servers_apache`` by default.
 
@@ -132,7 +134,8 @@ WEBS = {
         apache.draw_profiles,
         f"{NAME}_apache",
         "served by Apache httpd, one loopback address each, half of them over HTTPS, with "
-        "the latency (mod_qos), bandwidth (mod_ratelimit) and keep-alive limits in the JSON",
+        "the latency and burst limits (mod_qos), bandwidth (mod_ratelimit) and keep-alive "
+        "limits in the JSON",
         "server_cpu_s",
     ),
 }
@@ -325,7 +328,8 @@ def run_regime(
         verdict = judge.judge(requests, quality, window)
         origin = judge.origin(server.log)
         if variant == "crawl-capability" and origin is not None and result.get("cpu_series"):
-            model = cpu_model.fit(result["cpu_series"], requests, origin)
+            tls_hosts = {p.address for p in profiles if p.tls}
+            model = cpu_model.fit(result["cpu_series"], requests, origin, tls_hosts)
         summary = verdict.summary(window)
         summary["crawler_cpu_s"] = round(result["cpu_s"], 2)
         summary["crawler_wall_s"] = round(result["wall_s"], 2)
@@ -375,6 +379,7 @@ def run_regime(
             "cpu_model": {
                 "per_page_ms": round(1e3 * model.per_page_s, 4),
                 "per_kb_ms": round(1e6 * model.per_byte_s, 5),
+                "per_handshake_ms": round(1e3 * model.per_handshake_s, 4),
                 "bins": model.bins,
             },
             "curve": _thin(with_cpu),
@@ -436,7 +441,7 @@ def regime_table(regime: str, result: dict[str, Any]) -> report.Table:
         ("variant | quality at ¼ window | vs scrapy | " if quarter else "variant | ")
         + "time to half s | vs scrapy | time to 80% s | vs scrapy | quality | pages | "
         "duplicates | overlapping | max in flight/host | crawler CPU s | CPU ms/page | "
-        "vs scrapy | 404s"
+        "vs scrapy | 404s | 429s"
     )
     rows = []
     for variant, run in runs.items():
@@ -451,6 +456,7 @@ def regime_table(regime: str, result: dict[str, Any]) -> report.Table:
                 _s(s["cpu_ms_per_page"], 2),
                 _x(s["cpu_ms_per_page"], base.get("cpu_ms_per_page")),
                 str(s["statuses"].get("404", 0)),
+                str(s["statuses"].get("429", 0)),
             ]
         )
     ref = result["clairvoyant"]["summary"]
@@ -484,12 +490,17 @@ VALUABLE_HOSTS = 4
 def allowance(profile: dict[str, Any], until: float) -> float:
     """The most requests a host lets one serial client begin in ``[0, until]``: ``1 + rate
     x until`` for a rate limit (a leaky bucket, the first one free), ``until / latency``
-    for a latency per request (the bandwidth cap and the transfer aside)."""
+    for a latency per request (the bandwidth cap and the transfer aside), and no more than
+    its burst in each window a burst limit opens."""
+    allowed = math.inf
     if profile.get("rate_per_minute"):
-        return 1 + profile["rate_per_minute"] * until / 60.0
-    if profile.get("latency"):
-        return until / profile["latency"]
-    return math.inf
+        allowed = 1 + profile["rate_per_minute"] * until / 60.0
+    elif profile.get("latency"):
+        allowed = until / profile["latency"]
+    if profile.get("burst"):
+        windows = 1 + int(until // profile["burst_window"])
+        allowed = min(allowed, profile["burst"] * windows)
+    return allowed
 
 
 def quarter_quality(
@@ -528,6 +539,8 @@ def use_table(result: dict[str, Any]) -> report.Table:
         limit = limit or f"{p['rate_per_minute']:.0f}/min"
         if p.get("bandwidth"):
             limit += f", {p['bandwidth'] / 1000:.0f} kB/s"
+        if p.get("burst"):
+            limit += f", {p['burst']} per {p['burst_window']:.0f} s"
         allowed = allowance(p, quarter)
         cells = []
         for run in runs.values():
@@ -749,12 +762,14 @@ def write(
         "requests (most valuable hosts)": "requests the variant began at the host in the "
         "first quarter of the window (of the crawl, CPU-bound), from its access log, and "
         "their share of what the host allows a serial client then (1 + rate x time, or "
-        "time / latency; a bandwidth cap lowers it further)",
+        "time / latency, at most the burst per window opened; a bandwidth cap lowers it "
+        "further)",
         "overlapping": "requests begun while another one to the same host was being served",
+        "429s": "requests the server refused (the Apache web's burst limits)",
         "clairvoyant": "knows every quality, size, rate and link; no CPU cost (see realweb)",
-        "clairvoyant, CPU-aware": "the same with one core that pays, per page and per byte, "
-        "the CPU fitted on crawl-capability's crawl in the same run (realweb.cpu_model; "
-        "the JSON's clairvoyant_cpu.cpu_model)",
+        "clairvoyant, CPU-aware": "the same with one core that pays, per page, per byte and "
+        "(HTTPS hosts) per TLS handshake, the CPU fitted on crawl-capability's crawl in the "
+        "same run (realweb.cpu_model; the JSON's clairvoyant_cpu.cpu_model)",
     }
     report.publish(
         name,
@@ -820,7 +835,7 @@ def main(argv: list[str] | None = None) -> int:
         choices=sorted(WEBS),
         default="nginx",
         help="nginx: the first web (28 sites); apache: the second (another corpus, latency "
-        "per request, HTTPS on half the hosts, short keep-alive timeouts)",
+        "per request, burst limits, HTTPS on half the hosts, short keep-alive timeouts)",
     )
     parser.add_argument(
         "--name",

@@ -14,14 +14,23 @@ distribution (:func:`draw_profiles`):
   hosts, a **short idle timeout** (``KeepAliveTimeout`` 1 to 5 s): a crawler that comes
   back to such a host after a pause pays a new connection;
 - **HTTPS** on half the hosts (mod_ssl, a self-signed certificate made at start): a new
-  connection costs a TLS handshake on both sides.
+  connection costs a TLS handshake on both sides;
+- for half the hosts, a **burst limit** that punishes a crawler for a minute (mod_qos's
+  ``QS_EventLimitCount``, an event variable per host): at most ``burst`` requests in a
+  window of ``BURST_WINDOW`` seconds that opens with the first request; once they are
+  spent, every request is answered ``429`` with ``Retry-After: 60`` until the window
+  ends (mod_qos counts in whole seconds, so it may end up to a second later). The burst
+  is a share, uniform in ``BURST_SHARE_RANGE``, of what a serial client could send in a
+  window at the host's latency, so a crawler that keeps such a host busy is refused for
+  part of every minute. It is drawn from its own random stream: every other property of
+  a seed's hosts is what it was before burst limits existed.
 
-This web has no request-rate limit: mod_qos's per-second limits
+This web has no request-rate limit that slows requests down: mod_qos's per-second limits
 (``QS_LocRequestPerSecLimit``, ``QS_EventPerSecLimit``) did not hold a serial client to
 its rate when tried per virtual host (thousands of requests per second went through a
-limit of 2), so the latency is the rate law here. Debian's mod_qos 11.63 is built against
-the old PCRE that Apache 2.4.71 no longer links, so the configuration loads
-``libpcre.so.3`` (``LoadFile``) before it.
+limit of 2), so the latency and the burst limit are the rate law here. Debian's mod_qos
+11.63 is built against the old PCRE that Apache 2.4.71 no longer links, so the
+configuration loads ``libpcre.so.3`` (``LoadFile``) before it.
 
 The access log is written in Apache's own format and rewritten, when the server stops, in
 the format :mod:`realweb.judge` reads (nginx's; :func:`normalise_log`): the request's end,
@@ -53,6 +62,10 @@ SHORT_KEEPALIVE_SHARE = 1 / 2
 SHORT_KEEPALIVE_RANGE = (1, 5)  # whole seconds
 LONG_KEEPALIVE = 65.0
 TLS_SHARE = 1 / 2
+BURST_HOSTS_SHARE = 1 / 2
+BURST_SHARE_RANGE = (0.2, 0.8)
+BURST_WINDOW = 60.0  # whole seconds (mod_qos)
+RETRY_AFTER = 60  # what a refused request is told to wait
 MODULES = "/usr/lib/apache2/modules"
 #: mod_qos's PCRE (see the module docstring).
 PCRE = "/usr/lib/x86_64-linux-gnu/libpcre.so.3"
@@ -61,8 +74,10 @@ _APACHE_LINE = re.compile(r'^(\d+\.\d+) (\d+) (\d+) (\d+) (\S+) (\d+) (\d+) "\S+
 
 
 def draw_profiles(n_hosts: int, seed: int) -> list[HostProfile]:
-    """Each host's latency, bandwidth, keep-alive and scheme (the module docstring)."""
+    """Each host's latency, bandwidth, keep-alive, scheme and burst limit (the module
+    docstring)."""
     rng = random.Random(seed)
+    bursts = random.Random(f"burst-{seed}")  # its own stream: the rest is as before
     low, high = (math.log(x) for x in LATENCY_RANGE)
     blow, bhigh = (math.log(x) for x in BANDWIDTH_RANGE)
     profiles = []
@@ -74,6 +89,10 @@ def draw_profiles(n_hosts: int, seed: int) -> list[HostProfile]:
         capped = rng.random() < BANDWIDTH_SHARE
         bandwidth = round(math.exp(rng.uniform(blow, bhigh)), -3) if capped else None
         tls = rng.random() < TLS_SHARE
+        burst = 0
+        if bursts.random() < BURST_HOSTS_SHARE:
+            share = bursts.uniform(*BURST_SHARE_RANGE)
+            burst = max(2, round(share * BURST_WINDOW / latency))
         profiles.append(
             HostProfile(
                 address(i),
@@ -83,6 +102,8 @@ def draw_profiles(n_hosts: int, seed: int) -> list[HostProfile]:
                 latency=latency,
                 keepalive_timeout=timeout,
                 tls=tls,
+                burst=burst,
+                burst_window=BURST_WINDOW if burst else 0.0,
             )
         )
     return profiles
@@ -98,6 +119,7 @@ def apache_config(
         ("dir", "mod_dir"),
         ("setenvif", "mod_setenvif"),
         ("env", "mod_env"),
+        ("headers", "mod_headers"),
         ("ratelimit", "mod_ratelimit"),
         ("socache_shmcb", "mod_socache_shmcb"),
         ("ssl", "mod_ssl"),
@@ -124,13 +146,20 @@ def apache_config(
         "EnableSendfile On",
         f'LogFormat "{LOG_FORMAT}" twolevel',
         f"SSLSessionCache shmcb:{workdir}/ssl_scache(512000)",
+        # mod_qos refuses only for the burst limits (QS_Delay holds, it does not refuse).
+        "QS_ErrorResponseCode 429",
+        *(
+            f"QS_EventLimitCount {burst_event(i)} {p.burst} {round(p.burst_window)}"
+            for i, p in enumerate(profiles)
+            if p.burst
+        ),
         "<Directory />",
         "  Options FollowSymLinks",
         "  AllowOverride None",
         "  Require all granted",
         "</Directory>",
     ]
-    for site, p in zip(sites, profiles, strict=True):
+    for i, (site, p) in enumerate(zip(sites, profiles, strict=True)):
         lines.append(f"Listen {p.address}:{port}")
         lines.append(f"<VirtualHost {p.address}:{port}>  # {site.name}")
         lines += [
@@ -143,6 +172,11 @@ def apache_config(
         ]
         if p.latency:
             lines.append(f"  SetEnvIf Request_URI . QS_Delay={round(1000 * p.latency)}")
+        if p.burst:
+            lines += [
+                f"  SetEnvIf Request_URI . {burst_event(i)}=1",
+                f'  Header always set Retry-After {RETRY_AFTER} "expr=%{{REQUEST_STATUS}} == 429"',
+            ]
         if p.bandwidth:
             # mod_ratelimit takes KiB/s.
             lines += [
@@ -157,6 +191,11 @@ def apache_config(
             ]
         lines.append("</VirtualHost>")
     return "\n".join(lines) + "\n"
+
+
+def burst_event(i: int) -> str:
+    """Host ``i``'s mod_qos event: each request to it counts one (``SetEnvIf``)."""
+    return f"QS_Burst_h{i}"
 
 
 def normalise_log(raw: Path, out: Path) -> int:

@@ -8,11 +8,20 @@ page is discovered when a page linking to it has been fetched; the start pages a
 over ``delay + BASE + latency + size / bandwidth``, where the delay is what the host's
 rate limit will hold the request (nginx's ``limit_req``, a leaky bucket: requests are
 spaced ``1 / rate`` apart, the first one free) and the latency what the server holds every
-request (the Apache web's ``QS_Delay``, :mod:`realweb.apache`). The crawler's own CPU,
+request (the Apache web's ``QS_Delay``, :mod:`realweb.apache`). A host with a burst limit
+(the Apache web's) is sent at most ``burst`` requests in a window, which opens with the
+first request after the previous window ended: the clairvoyant waits the window out
+instead of being refused, and holds no connection meanwhile (it may open the next window
+up to a second before mod_qos, which counts whole seconds). The crawler's own CPU,
 connection set-up, TLS handshakes and link parsing cost nothing here: it is a bound for
 the politeness-bound regime, not a crawler.
 :func:`schedule_cpu` is the same crawler with one core that pays the CPU a real crawl was
-measured to spend per page and per byte (:mod:`realweb.cpu_model`).
+measured to spend per page, per byte and per TLS handshake (:mod:`realweb.cpu_model`): a
+request to an HTTPS host opens a connection, and pays a handshake, when it is the host's
+first, when the last one has served the host's keep-alive limit, or when it has been idle
+longer than the host's keep-alive timeout (the Apache web's; the clairvoyant keeps one
+connection per host, since it sends one request at a time to each). The handshake's CPU is
+charged with the response's, on the core; its round trips on loopback are left out.
 """
 
 from __future__ import annotations
@@ -42,18 +51,26 @@ def schedule(
     free = connections
     while True:
         while free:
-            best = _best(hosts, now, lambda took, size: took)
+            best = _best(hosts, now, lambda took, size, handshake: took)
             if best is None:
                 break
             _send(hosts, best, now, running)
             free -= 1
+        wake = _next_opening(hosts, now) if free else None
         if not running:
-            break
+            if wake is None or wake > horizon:
+                break
+            now = wake
+            continue
+        if wake is not None and wake < running[0][0]:
+            now = wake
+            continue
         now, h, page = heapq.heappop(running)
         if now > horizon:
             break
         host = hosts[h]
         host["busy"] = False
+        host["last_end"] = now
         free += 1
         quality, _, links = host["pages"][page]
         gathered += quality
@@ -78,6 +95,16 @@ def _hosts(
                 "queue": [(-site["pages"][site["index"]][0], site["index"])],
                 "known": {site["index"]},
                 "busy": False,
+                "burst": profile.burst,
+                "window": profile.burst_window,
+                "opened": -float("inf"),  # when the burst limit's window opened
+                "sent": 0,  # requests sent in that window
+                "tls": profile.tls,
+                "keepalive": profile.keepalive_requests,
+                "idle_timeout": profile.keepalive_timeout or float("inf"),
+                "on_connection": 0,  # requests sent on the connection kept open
+                "last_end": -float("inf"),  # when the host's last request ended
+                "handshake": False,  # whether the request in flight opened a TLS connection
             }
         )
     return hosts
@@ -95,7 +122,40 @@ def _send(
     heapq.heappop(host["queue"])
     host["busy"] = True
     host["tat"] = max(now, host["tat"]) + host["interval"]
+    fresh = _new_connection(host, now)
+    host["handshake"] = fresh and host["tls"]
+    host["on_connection"] = 1 if fresh else host["on_connection"] + 1
+    if host["burst"]:
+        if now >= host["opened"] + host["window"]:
+            host["opened"], host["sent"] = now, 0
+        host["sent"] += 1
     heapq.heappush(running, (now + took, h, page))
+
+
+def _new_connection(host: dict[str, Any], now: float) -> bool:
+    """Whether a request sent now opens a connection (the module docstring)."""
+    return (
+        host["on_connection"] == 0
+        or host["on_connection"] >= host["keepalive"]
+        or now - host["last_end"] > host["idle_timeout"]
+    )
+
+
+def _blocked_until(host: dict[str, Any], now: float) -> float:
+    """When the host's burst limit lets its next request through (``now`` if it does)."""
+    if host["burst"] and host["sent"] >= host["burst"]:
+        return max(now, host["opened"] + host["window"])
+    return now
+
+
+def _next_opening(hosts: list[dict[str, Any]], now: float) -> float | None:
+    """The first time after ``now`` a host with pages waiting leaves its burst limit."""
+    times = [
+        _blocked_until(host, now)
+        for host in hosts
+        if host["queue"] and not host["busy"] and _blocked_until(host, now) > now
+    ]
+    return min(times, default=None)
 
 
 def _discover(host: dict[str, Any], links: list[str]) -> None:
@@ -107,19 +167,20 @@ def _discover(host: dict[str, Any], links: list[str]) -> None:
 
 
 def _best(
-    hosts: list[dict[str, Any]], now: float, cost: Callable[[float, int], float]
+    hosts: list[dict[str, Any]], now: float, cost: Callable[[float, int, bool], float]
 ) -> tuple[float, int, str, float] | None:
     """The next request: ``(score, host, page, seconds it will take)``, the score being
-    quality over ``cost(took, size)``."""
+    quality over ``cost(took, size, whether it pays a TLS handshake)``."""
     best = None
     for h, host in enumerate(hosts):
-        if host["busy"] or not host["queue"]:
+        if host["busy"] or not host["queue"] or _blocked_until(host, now) > now:
             continue
         neg_quality, page = host["queue"][0]
         size = host["pages"][page][1]
         took = max(0.0, host["tat"] - now)  # held by the rate limit until then
         took += BASE + host["latency"] + (size / host["bandwidth"] if host["bandwidth"] else 0.0)
-        score = -neg_quality / cost(took, size)
+        handshake = host["tls"] and _new_connection(host, now)
+        score = -neg_quality / cost(took, size, handshake)
         if best is None or score > best[0]:
             best = (score, h, page, took)
     return best
@@ -177,22 +238,38 @@ def schedule_cpu(
             _discover(host, links)
             continue
         while free:
-            best = _best(hosts, now, lambda took, size: max(took / connections, cpu.cost(size)))
+            best = _best(
+                hosts,
+                now,
+                lambda took, size, handshake: max(took / connections, cpu.cost(size, handshake)),
+            )
             if best is None:
                 break
             _send(hosts, best, now, running)
             free -= 1
+        wake = _next_opening(hosts, now) if free else None
         if not running and core is None:
-            break
-        if core is not None and (not running or core[0] <= running[0][0]):
+            if wake is None or wake > horizon:
+                break
+            now = wake
+            continue
+        first = min(
+            t
+            for t in (core[0] if core else None, running[0][0] if running else None)
+            if t is not None
+        )
+        if wake is not None and wake < first:
+            now = wake  # a host leaves its burst limit: a free connection may send
+        elif core is not None and (not running or core[0] <= running[0][0]):
             now = core[0]  # the core finishes next: handled at the top
         else:
             now, h, page = heapq.heappop(running)
             host = hosts[h]
             host["busy"] = False
+            host["last_end"] = now
             free += 1
             quality, size, _ = host["pages"][page]
-            cost = cpu.cost(size)
+            cost = cpu.cost(size, host["handshake"])
             heapq.heappush(received, (-quality / cost if cost else -quality, h, page, cost))
         if now > horizon:
             break

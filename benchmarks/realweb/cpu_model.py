@@ -1,18 +1,26 @@
-"""The crawler's CPU per page and per byte, fitted from a crawl, for the CPU-aware reference.
+"""The crawler's CPU per page, per byte and per TLS handshake, fitted from a crawl, for the
+CPU-aware reference.
 
 A crawl process samples its CPU time (:class:`realweb.crawl.CpuSampler`); the server's log
-says when each response ended and how big it was. Over 1-s bins in which the crawler
-answered pages, the CPU it spent is fitted, by least squares without an intercept, as
-``per_page * pages + per_byte * bytes`` of the 200 responses that ended in the bin: what a
-page costs whatever its size (Scrapy's engine, the middlewares, the scheduler) and what a
-byte costs (decoding, the spider's parsing, its links). A CPU-bound crawl keeps its core
-busy in every bin, so the fit is told apart by how pages and bytes vary from bin to bin.
-If a coefficient comes out negative, one column alone is fitted (the better of the two).
+says when each response ended, how big it was and whether it was the first on its
+connection. Over 1-s bins in which the crawler answered pages, the CPU it spent is
+fitted, by least squares without an intercept, as ``per_page * pages + per_byte * bytes +
+per_handshake * handshakes`` of the responses that ended in the bin: what a page costs
+whatever its size (Scrapy's engine, the middlewares, the scheduler), what a byte costs
+(decoding, the spider's parsing, its links) and what a new connection to an HTTPS host
+costs (the TLS handshake, and Scrapy's TLS context for it). Handshakes are counted only
+when the hosts that speak TLS are given (the Apache web); without them the fit has the
+first two columns, as it always had. A CPU-bound crawl keeps its core busy in every bin,
+so the fit is told apart by how pages, bytes and handshakes vary from bin to bin. The
+coefficients are kept non-negative: of the fits on every subset of the columns, the one
+with the smallest residual whose coefficients are all non-negative.
 """
 
 from __future__ import annotations
 
 import bisect
+import itertools
+from collections.abc import Collection
 from dataclasses import dataclass
 
 from realweb.judge import Request
@@ -22,47 +30,77 @@ BIN = 1.0
 
 @dataclass(frozen=True)
 class CpuModel:
-    """Seconds of the crawler's one core per page and per byte of it."""
+    """Seconds of the crawler's one core per page, per byte of it and per TLS handshake."""
 
     per_page_s: float
     per_byte_s: float
     bins: int
+    per_handshake_s: float = 0.0
 
-    def cost(self, size: int) -> float:
-        return self.per_page_s + self.per_byte_s * size
+    def cost(self, size: int, handshake: bool = False) -> float:
+        return (
+            self.per_page_s + self.per_byte_s * size + (self.per_handshake_s if handshake else 0.0)
+        )
 
 
-def fit(samples: list[list[float]], requests: list[Request], origin: float) -> CpuModel | None:
+def fit(
+    samples: list[list[float]],
+    requests: list[Request],
+    origin: float,
+    tls_hosts: Collection[str] = (),
+) -> CpuModel | None:
     """Fit from ``(wall time, CPU s)`` samples and the judged log (its clock starts at
-    ``origin``); ``None`` with fewer than 5 bins of pages or a degenerate fit."""
+    ``origin``); ``tls_hosts``: the addresses whose new connections are handshakes.
+    ``None`` with fewer than 5 bins of pages or a degenerate fit."""
     if len(samples) < 2:
         return None
     times = [t - origin for t, _ in samples]
     cpus = [c for _, c in samples]
     end = min(times[-1], max((r.end for r in requests), default=0.0))
     n = int(end // BIN)
-    pages, sizes = [0.0] * n, [0.0] * n
+    pages, sizes, handshakes = [0.0] * n, [0.0] * n, [0.0] * n
     for r in requests:
         i = int(r.end // BIN)
-        if r.status == 200 and 0 <= i < n:
+        if not 0 <= i < n:
+            continue
+        if r.status == 200:
             pages[i] += 1
             sizes[i] += r.bytes
+        if r.on_connection == 1 and r.host in tls_hosts:
+            handshakes[i] += 1
     rows = []
     for i in range(n):
         if pages[i] and times[0] <= i * BIN:
             used = _cpu_at(times, cpus, (i + 1) * BIN) - _cpu_at(times, cpus, i * BIN)
-            rows.append((pages[i], sizes[i], used))
+            rows.append(((pages[i], sizes[i], handshakes[i]), used))
     if len(rows) < 5:
         return None
-    a, b = _least_squares(rows)
-    if a < 0 or b < 0:
-        # One column alone, whichever leaves the smaller residual.
-        a_only = sum(p * y for p, _, y in rows) / sum(p * p for p, _, _ in rows)
-        b_only = sum(s * y for _, s, y in rows) / (sum(s * s for _, s, _ in rows) or 1.0)
-        a_err = sum((y - a_only * p) ** 2 for p, _, y in rows)
-        b_err = sum((y - b_only * s) ** 2 for _, s, y in rows)
-        a, b = (a_only, 0.0) if a_err <= b_err else (0.0, b_only)
-    return CpuModel(a, b, len(rows))
+    columns = 3 if tls_hosts else 2
+    a, b, c = _non_negative_fit(rows, columns)
+    return CpuModel(a, b, len(rows), c)
+
+
+def _non_negative_fit(
+    rows: list[tuple[tuple[float, float, float], float]], columns: int
+) -> tuple[float, float, float]:
+    """Least squares of ``y`` on the first ``columns`` of ``x``, coefficients kept
+    non-negative: the best fit over the subsets of columns whose coefficients all are."""
+    best: tuple[float, list[float]] | None = None
+    for k in range(columns, 0, -1):
+        for subset in itertools.combinations(range(columns), k):
+            coef = _least_squares([([x[j] for j in subset], y) for x, y in rows])
+            if coef is None or min(coef) < 0:
+                continue
+            full = [0.0, 0.0, 0.0]
+            for j, v in zip(subset, coef, strict=True):
+                full[j] = v
+            err = sum((y - sum(f * v for f, v in zip(full, x, strict=False))) ** 2 for x, y in rows)
+            if best is None or err < best[0]:
+                best = (err, full)
+    if best is None:
+        return 0.0, 0.0, 0.0
+    a, b, c = best[1]
+    return a, b, c
 
 
 def _cpu_at(times: list[float], cpus: list[float], t: float) -> float:
@@ -76,14 +114,24 @@ def _cpu_at(times: list[float], cpus: list[float], t: float) -> float:
     return cpus[i - 1] + (cpus[i] - cpus[i - 1]) * (t - t0) / (t1 - t0 or 1.0)
 
 
-def _least_squares(rows: list[tuple[float, float, float]]) -> tuple[float, float]:
-    """``y = a * x1 + b * x2`` without an intercept: the 2x2 normal equations."""
-    s11 = sum(x1 * x1 for x1, _, _ in rows)
-    s12 = sum(x1 * x2 for x1, x2, _ in rows)
-    s22 = sum(x2 * x2 for _, x2, _ in rows)
-    t1 = sum(x1 * y for x1, _, y in rows)
-    t2 = sum(x2 * y for _, x2, y in rows)
-    det = s11 * s22 - s12 * s12
-    if not det:
-        return (t1 / s11 if s11 else 0.0), 0.0
-    return (t1 * s22 - t2 * s12) / det, (s11 * t2 - s12 * t1) / det
+def _least_squares(rows: list[tuple[list[float], float]]) -> list[float] | None:
+    """``y = x . coef`` without an intercept, by the normal equations (Gaussian
+    elimination with partial pivoting); ``None`` when they are singular."""
+    m = len(rows[0][0])
+    a = [[sum(x[i] * x[j] for x, _ in rows) for j in range(m)] for i in range(m)]
+    b = [sum(x[i] * y for x, y in rows) for i in range(m)]
+    for col in range(m):
+        pivot = max(range(col, m), key=lambda r: abs(a[r][col]))
+        if abs(a[pivot][col]) < 1e-300:
+            return None
+        a[col], a[pivot] = a[pivot], a[col]
+        b[col], b[pivot] = b[pivot], b[col]
+        for r in range(col + 1, m):
+            factor = a[r][col] / a[col][col]
+            for c in range(col, m):
+                a[r][c] -= factor * a[col][c]
+            b[r] -= factor * b[col]
+    coef = [0.0] * m
+    for r in range(m - 1, -1, -1):
+        coef[r] = (b[r] - sum(a[r][c] * coef[c] for c in range(r + 1, m))) / a[r][r]
+    return coef

@@ -7,6 +7,11 @@ realweb.reference_checks`` (the smoke tests run it; it needs no nginx).
 - the CPU fit recovers the per-page and per-byte costs a synthetic crawl was given;
 - a host that holds every request ``latency`` seconds (the Apache web) is served one page
   per ``BASE + latency`` by the clairvoyant, rate limit or not;
+- a host with a burst limit is sent its burst, then nothing until the window ends, by
+  both clairvoyants;
+- the CPU fit recovers a per-handshake cost given to new connections to HTTPS hosts, and
+  the CPU-aware clairvoyant pays it when a connection is new, spent or has been idle
+  past the host's keep-alive timeout;
 - Apache's access log lines are rewritten in the judge's format, field by field.
 """
 
@@ -68,7 +73,10 @@ def main() -> int:
     fitted = fit(samples, requests, 100.0)
     assert fitted is not None
     assert abs(fitted.per_page_s - 0.004) < 1e-6 and abs(fitted.per_byte_s - 2e-8) < 1e-11, fitted
+    check_handshake_fit()
     check_latency()
+    check_burst()
+    check_handshakes()
     check_apache_log()
     print("references: ok")
     return 0
@@ -89,6 +97,80 @@ def check_latency() -> None:
     ), curve
     # Scaled 20x faster (the CPU-bound regime), the latency is 20x shorter.
     assert abs(profile.scaled(20).latency - 0.0125) < 1e-12
+
+
+def check_handshake_fit() -> None:
+    """A synthetic crawl that pays 4 ms a page, 20 ns a byte and 3 ms a new connection to
+    the HTTPS host ``t`` (its connections serve 1 to 4 requests) is fitted back; without
+    the HTTPS hosts the fit has no handshake column."""
+    rng = random.Random(1)
+    requests, t, left = [], 0.0, 0
+    for _ in range(400):
+        t += 0.05
+        host = rng.choice(["t", "h"])
+        if host == "t":
+            left = left - 1 if left > 0 else rng.randint(0, 3)
+            n = 4 - left  # the request's number on its connection
+        else:
+            n = 2
+        requests.append(Request(t - 0.005, t, 1, n, host, 200, rng.randint(1_000, 200_000), "/"))
+
+    def cost(r: Request) -> float:
+        return 0.004 + 2e-8 * r.bytes + (0.003 if r.host == "t" and r.on_connection == 1 else 0)
+
+    samples = [
+        [100 + k / 10, sum(cost(r) for r in requests if r.end <= k / 10)] for k in range(210)
+    ]
+    fitted = fit(samples, requests, 100.0, tls_hosts={"t"})
+    assert fitted is not None
+    assert abs(fitted.per_page_s - 0.004) < 1e-6, fitted
+    assert abs(fitted.per_byte_s - 2e-8) < 1e-11, fitted
+    assert abs(fitted.per_handshake_s - 0.003) < 1e-6, fitted
+    assert fitted.cost(1000, handshake=True) - fitted.cost(1000) == fitted.per_handshake_s
+    plain = fit(samples, requests, 100.0)
+    assert plain is not None and plain.per_handshake_s == 0.0, plain
+
+
+def check_handshakes() -> None:
+    """One HTTPS host, a chain of 4 pages with no latency, on a core that pays 10 ms a page
+    and 100 ms a handshake. Keep-alive 2: requests 1 and 3 open connections, so the pages
+    are handled at 0.112, 0.124, 0.236, 0.248 (each fetch takes BASE). Keep-alive 100 but
+    an idle timeout of 50 ms: the connection idles 110 ms while the core handles each
+    page, so every request opens one: 0.112, 0.224, 0.336, 0.448. Over HTTP, none."""
+    pages = {f"p{i}": [0.25, 1000, [f"p{i + 1}"] if i < 3 else []] for i in range(4)}
+    corpus = {"sites": {"s": {"pages": pages, "index": "p0"}}}
+    model = CpuModel(0.01, 0.0, 0, per_handshake_s=0.1)
+    cases = [
+        (HostProfile("127.0.1.1", 0.0, 2, None, tls=True), [0.112, 0.124, 0.236, 0.248]),
+        (
+            HostProfile("127.0.1.1", 0.0, 100, None, keepalive_timeout=0.05, tls=True),
+            [0.112, 0.224, 0.336, 0.448],
+        ),
+        (HostProfile("127.0.1.1", 0.0, 2, None), [0.012, 0.024, 0.036, 0.048]),
+    ]
+    for profile, ends in cases:
+        curve = clairvoyant.schedule_cpu(corpus, ["s"], [profile], 8, 1e9, model)
+        assert [round(t, 9) for t, _ in curve] == ends, (profile, curve)
+
+
+def check_burst() -> None:
+    """One host, a chain of 4 pages, 0.25 s of latency, at most 2 requests in a 10-s
+    window: sent at 0 (the window opens) and BASE + 0.25, then at 10 (the next window) and
+    10 + BASE + 0.25; so they end at 0.252, 0.504, 10.252, 10.504. Scaled 20x, the burst
+    is 40 in the same window."""
+    pages = {f"p{i}": [0.25, 1000, [f"p{i + 1}"] if i < 3 else []] for i in range(4)}
+    corpus = {"sites": {"s": {"pages": pages, "index": "p0"}}}
+    profile = HostProfile("127.0.1.1", 0.0, 10, None, latency=0.25, burst=2, burst_window=10.0)
+    step = clairvoyant.BASE + 0.25
+    ends = [step, 2 * step, 10 + step, 10 + 2 * step]
+    free = clairvoyant.schedule(corpus, ["s"], [profile], 8, 1e9)
+    paid = clairvoyant.schedule_cpu(corpus, ["s"], [profile], 8, 1e9, CpuModel(0.0, 0.0, 0))
+    for curve in (free, paid):
+        assert [round(t, 9) for t, _ in curve] == [round(t, 9) for t in ends], curve
+    # Not within the horizon: the wait past it ends the schedule.
+    assert len(clairvoyant.schedule(corpus, ["s"], [profile], 8, 5.0)) == 2
+    scaled = profile.scaled(20)
+    assert scaled.burst == 40 and scaled.burst_window == 10.0, scaled
 
 
 def check_apache_log() -> None:

@@ -61,13 +61,19 @@ class HostProfile:
     latency: float = 0.0  # seconds the server holds every request
     keepalive_timeout: float | None = None  # idle seconds before the server closes
     tls: bool = False
+    #: A burst limit: at most ``burst`` requests in a window of ``burst_window`` seconds
+    #: that opens with the first one; the rest of the window is refused (0: no limit).
+    burst: int = 0
+    burst_window: float = 0.0
 
     def scaled(self, rate_scale: float) -> HostProfile:
-        """The same host ``rate_scale`` times faster: rate x scale, latency / scale."""
+        """The same host ``rate_scale`` times faster: rate and burst x scale, latency /
+        scale (the burst's window is kept)."""
         return replace(
             self,
             rate_per_minute=self.rate_per_minute * rate_scale,
             latency=self.latency / rate_scale,
+            burst=round(self.burst * rate_scale),
         )
 
 
