@@ -22,8 +22,8 @@ default scheduler and a clairvoyant reference, in one run:
   ``--cpu-window``).
 - **the reference**: the clairvoyant schedule (:mod:`realweb.clairvoyant`), simulated on the
   same graph, rates and sizes with the same 8 connections; and, when crawl-capability ran,
-  the same with one core paying the CPU per page, per byte and (the second web) per TLS
-  handshake fitted on its crawl
+  the same with one core paying the CPU per page and per byte fitted on its crawl and (the
+  second web) per TLS handshake measured apart (:mod:`realweb.handshake`)
   (:mod:`realweb.cpu_model`).
 
 - **the second web** (``--web apache``): another corpus (``realweb/corpus2.json``) served
@@ -63,7 +63,7 @@ from harness import DOCS_RESULTS, RESULTS, report
 from harness.crawl import Snapshot, pythonpath, snapshot_package
 from harness.env import environment
 from harness.redis_server import PrivateRedis
-from realweb import apache, clairvoyant, corpus, cpu_model, judge, servers
+from realweb import apache, clairvoyant, corpus, cpu_model, handshake, judge, servers
 from scrapy_twolevel.components import DUPLICATE_LINKS_PATH
 
 HERE = Path(__file__).resolve().parent
@@ -315,6 +315,7 @@ def run_regime(
     close_after = window if window is not None else 1800.0
     runs: dict[str, Any] = {}
     model: cpu_model.CpuModel | None = None  # fitted on crawl-capability's crawl
+    measured_handshake: dict[str, Any] = {}  # realweb.handshake, for a web with HTTPS
     for variant in variants:
         rundir = workdir / web / regime / variant
         with WEBS[web].server(rundir, sites, profiles, refuse) as server:
@@ -329,7 +330,11 @@ def run_regime(
         origin = judge.origin(server.log)
         if variant == "crawl-capability" and origin is not None and result.get("cpu_series"):
             tls_hosts = {p.address for p in profiles if p.tls}
-            model = cpu_model.fit(result["cpu_series"], requests, origin, tls_hosts)
+            if tls_hosts:
+                clock.log("  the CPU of a TLS handshake ...")
+                measured_handshake = handshake.measure(workdir / "handshake")
+            per_handshake = measured_handshake["per_handshake_s"] if tls_hosts else 0.0
+            model = cpu_model.fit(result["cpu_series"], requests, origin, tls_hosts, per_handshake)
         summary = verdict.summary(window)
         summary["crawler_cpu_s"] = round(result["cpu_s"], 2)
         summary["crawler_wall_s"] = round(result["wall_s"], 2)
@@ -381,6 +386,7 @@ def run_regime(
                 "per_kb_ms": round(1e6 * model.per_byte_s, 5),
                 "per_handshake_ms": round(1e3 * model.per_handshake_s, 4),
                 "bins": model.bins,
+                "handshake_measured": measured_handshake,
             },
             "curve": _thin(with_cpu),
             "summary": _reference_summary(with_cpu, window),
@@ -767,9 +773,10 @@ def write(
         "overlapping": "requests begun while another one to the same host was being served",
         "429s": "requests the server refused (the Apache web's burst limits)",
         "clairvoyant": "knows every quality, size, rate and link; no CPU cost (see realweb)",
-        "clairvoyant, CPU-aware": "the same with one core that pays, per page, per byte and "
-        "(HTTPS hosts) per TLS handshake, the CPU fitted on crawl-capability's crawl in the "
-        "same run (realweb.cpu_model; the JSON's clairvoyant_cpu.cpu_model)",
+        "clairvoyant, CPU-aware": "the same with one core that pays, per page and per byte, "
+        "the CPU fitted on crawl-capability's crawl in the same run, and per TLS handshake "
+        "(HTTPS hosts) the CPU measured apart (realweb.cpu_model, realweb.handshake; the "
+        "JSON's clairvoyant_cpu.cpu_model)",
     }
     report.publish(
         name,

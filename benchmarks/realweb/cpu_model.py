@@ -1,19 +1,20 @@
-"""The crawler's CPU per page, per byte and per TLS handshake, fitted from a crawl, for the
-CPU-aware reference.
+"""The crawler's CPU per page and per byte, fitted from a crawl, and per TLS handshake,
+measured apart, for the CPU-aware reference.
 
 A crawl process samples its CPU time (:class:`realweb.crawl.CpuSampler`); the server's log
 says when each response ended, how big it was and whether it was the first on its
-connection. Over 1-s bins in which the crawler answered pages, the CPU it spent is
-fitted, by least squares without an intercept, as ``per_page * pages + per_byte * bytes +
-per_handshake * handshakes`` of the responses that ended in the bin: what a page costs
-whatever its size (Scrapy's engine, the middlewares, the scheduler), what a byte costs
-(decoding, the spider's parsing, its links) and what a new connection to an HTTPS host
-costs (the TLS handshake, and Scrapy's TLS context for it). Handshakes are counted only
-when the hosts that speak TLS are given (the Apache web); without them the fit has the
-first two columns, as it always had. A CPU-bound crawl keeps its core busy in every bin,
-so the fit is told apart by how pages, bytes and handshakes vary from bin to bin. The
-coefficients are kept non-negative: of the fits on every subset of the columns, the one
-with the smallest residual whose coefficients are all non-negative.
+connection. Over 1-s bins in which the crawler answered pages, the CPU it spent, less the
+handshakes of the bin (new connections to the hosts that speak TLS, at the cost
+:mod:`realweb.handshake` measured directly), is fitted, by least squares without an
+intercept, as ``per_page * pages + per_byte * bytes`` of the 200 responses that ended in
+the bin: what a page costs whatever its size (Scrapy's engine, the middlewares, the
+scheduler) and what a byte costs (decoding, the spider's parsing, its links). The
+handshake is not a third column of the fit: bins in which many connections open are also
+bins of other work, and such a column took 7 to 94 ms a handshake where the direct
+measurement gives 4. A CPU-bound crawl keeps its core busy in every bin, so the fit is
+told apart by how pages and bytes vary from bin to bin. The coefficients are kept
+non-negative: of the fits on every subset of the columns, the one with the smallest
+residual whose coefficients are all non-negative.
 """
 
 from __future__ import annotations
@@ -48,10 +49,12 @@ def fit(
     requests: list[Request],
     origin: float,
     tls_hosts: Collection[str] = (),
+    per_handshake_s: float = 0.0,
 ) -> CpuModel | None:
     """Fit from ``(wall time, CPU s)`` samples and the judged log (its clock starts at
-    ``origin``); ``tls_hosts``: the addresses whose new connections are handshakes.
-    ``None`` with fewer than 5 bins of pages or a degenerate fit."""
+    ``origin``); ``tls_hosts``: the addresses whose new connections are handshakes, each
+    ``per_handshake_s`` of CPU (measured apart). ``None`` with fewer than 5 bins of pages
+    or a degenerate fit."""
     if len(samples) < 2:
         return None
     times = [t - origin for t, _ in samples]
@@ -72,35 +75,34 @@ def fit(
     for i in range(n):
         if pages[i] and times[0] <= i * BIN:
             used = _cpu_at(times, cpus, (i + 1) * BIN) - _cpu_at(times, cpus, i * BIN)
-            rows.append(((pages[i], sizes[i], handshakes[i]), used))
+            used -= per_handshake_s * handshakes[i]
+            rows.append(((pages[i], sizes[i]), used))
     if len(rows) < 5:
         return None
-    columns = 3 if tls_hosts else 2
-    a, b, c = _non_negative_fit(rows, columns)
-    return CpuModel(a, b, len(rows), c)
+    a, b = _non_negative_fit(rows)
+    return CpuModel(a, b, len(rows), per_handshake_s)
 
 
-def _non_negative_fit(
-    rows: list[tuple[tuple[float, float, float], float]], columns: int
-) -> tuple[float, float, float]:
-    """Least squares of ``y`` on the first ``columns`` of ``x``, coefficients kept
-    non-negative: the best fit over the subsets of columns whose coefficients all are."""
+def _non_negative_fit(rows: list[tuple[tuple[float, float], float]]) -> tuple[float, float]:
+    """Least squares of ``y`` on ``x``, coefficients kept non-negative: the best fit over
+    the subsets of columns whose coefficients all are."""
+    columns = 2
     best: tuple[float, list[float]] | None = None
     for k in range(columns, 0, -1):
         for subset in itertools.combinations(range(columns), k):
             coef = _least_squares([([x[j] for j in subset], y) for x, y in rows])
             if coef is None or min(coef) < 0:
                 continue
-            full = [0.0, 0.0, 0.0]
+            full = [0.0] * columns
             for j, v in zip(subset, coef, strict=True):
                 full[j] = v
             err = sum((y - sum(f * v for f, v in zip(full, x, strict=False))) ** 2 for x, y in rows)
             if best is None or err < best[0]:
                 best = (err, full)
     if best is None:
-        return 0.0, 0.0, 0.0
-    a, b, c = best[1]
-    return a, b, c
+        return 0.0, 0.0
+    a, b = best[1]
+    return a, b
 
 
 def _cpu_at(times: list[float], cpus: list[float], t: float) -> float:

@@ -9,9 +9,10 @@ realweb.reference_checks`` (the smoke tests run it; it needs no nginx).
   per ``BASE + latency`` by the clairvoyant, rate limit or not;
 - a host with a burst limit is sent its burst, then nothing until the window ends, by
   both clairvoyants;
-- the CPU fit recovers a per-handshake cost given to new connections to HTTPS hosts, and
-  the CPU-aware clairvoyant pays it when a connection is new, spent or has been idle
-  past the host's keep-alive timeout;
+- given the CPU of a TLS handshake, the CPU fit recovers the per-page and per-byte costs
+  of a synthetic crawl that also paid handshakes, and the CPU-aware clairvoyant pays a
+  handshake when a connection is new, spent or has been idle past the host's keep-alive
+  timeout;
 - Apache's access log lines are rewritten in the judge's format, field by field.
 """
 
@@ -101,8 +102,8 @@ def check_latency() -> None:
 
 def check_handshake_fit() -> None:
     """A synthetic crawl that pays 4 ms a page, 20 ns a byte and 3 ms a new connection to
-    the HTTPS host ``t`` (its connections serve 1 to 4 requests) is fitted back; without
-    the HTTPS hosts the fit has no handshake column."""
+    the HTTPS host ``t`` (its connections serve 1 to 4 requests): given the handshake's
+    cost, the fit recovers the other two exactly, and keeps the handshake's."""
     rng = random.Random(1)
     requests, t, left = [], 0.0, 0
     for _ in range(400):
@@ -121,14 +122,16 @@ def check_handshake_fit() -> None:
     samples = [
         [100 + k / 10, sum(cost(r) for r in requests if r.end <= k / 10)] for k in range(210)
     ]
-    fitted = fit(samples, requests, 100.0, tls_hosts={"t"})
+    fitted = fit(samples, requests, 100.0, tls_hosts={"t"}, per_handshake_s=0.003)
     assert fitted is not None
     assert abs(fitted.per_page_s - 0.004) < 1e-6, fitted
     assert abs(fitted.per_byte_s - 2e-8) < 1e-11, fitted
-    assert abs(fitted.per_handshake_s - 0.003) < 1e-6, fitted
-    assert fitted.cost(1000, handshake=True) - fitted.cost(1000) == fitted.per_handshake_s
+    assert fitted.per_handshake_s == 0.003, fitted
+    assert abs(fitted.cost(1000, handshake=True) - fitted.cost(1000) - 0.003) < 1e-12
+    # Not told of them, the fit puts the handshakes' CPU in the other two.
     plain = fit(samples, requests, 100.0)
     assert plain is not None and plain.per_handshake_s == 0.0, plain
+    assert plain.per_page_s > fitted.per_page_s, plain
 
 
 def check_handshakes() -> None:
