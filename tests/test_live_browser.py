@@ -33,6 +33,7 @@ DURATION = r"(\d+ ms|\d+(\.\d)? s|\d+ min \d\d s|\d+ h \d\d min|\d+ d \d+ h)"
 
 
 def test_the_dashboard_reads_at_a_glance_sorts_filters_and_opens_a_host_page(tmp_path):
+    from selenium.common.exceptions import StaleElementReferenceException
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
 
@@ -142,7 +143,20 @@ def test_the_dashboard_reads_at_a_glance_sorts_filters_and_opens_a_host_page(tmp
 
         # A host's page: a click on the held-up host's name.
         held_host = top[0]
-        driver.find_element(By.LINK_TEXT, held_host).click()
+
+        def open_host(_: object) -> bool:
+            # The click goes to the link element itself: a pointer click lands where the
+            # link was when it was scrolled to, and a redraw in between (the tables are
+            # drawn again every 2 s) can put another host's link there. A fully loaded
+            # test run once waited 60 s here for the host's name; this is the likely cause.
+            try:
+                link = driver.find_element(By.LINK_TEXT, held_host)
+                driver.execute_script("arguments[0].click()", link)
+            except StaleElementReferenceException:
+                return False  # redrawn between finding and clicking: find it again
+            return True
+
+        wait.until(open_host)
         wait.until(lambda _: text("host-name") == held_host)
         wait.until(lambda _: len(driver.find_elements(By.CSS_SELECTOR, "#host-events tbody tr")))
         assert not driver.find_element(By.ID, "table").is_displayed()
