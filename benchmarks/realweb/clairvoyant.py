@@ -16,7 +16,8 @@ up to a second before mod_qos, which counts whole seconds). The crawler's own CP
 connection set-up, TLS handshakes and link parsing cost nothing here: it is a bound for
 the politeness-bound regime, not a crawler.
 :func:`schedule_cpu` is the same crawler with one core that pays the CPU a real crawl was
-measured to spend per page, per byte and per TLS handshake (:mod:`realweb.cpu_model`): a
+measured to spend per page and per byte (:mod:`realweb.cpu_model`) and per TLS handshake
+(:mod:`realweb.handshake`): a
 request to an HTTPS host opens a connection, and pays a handshake, when it is the host's
 first, when the last one has served the host's keep-alive limit, or when it has been idle
 longer than the host's keep-alive timeout (the Apache web's; the clairvoyant keeps one
