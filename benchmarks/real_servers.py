@@ -50,6 +50,7 @@ Usage::
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import subprocess
@@ -315,7 +316,6 @@ def run_regime(
     close_after = window if window is not None else 1800.0
     runs: dict[str, Any] = {}
     model: cpu_model.CpuModel | None = None  # fitted on crawl-capability's crawl
-    measured_handshake: dict[str, Any] = {}  # realweb.handshake, for a web with HTTPS
     for variant in variants:
         rundir = workdir / web / regime / variant
         with WEBS[web].server(rundir, sites, profiles, refuse) as server:
@@ -330,11 +330,14 @@ def run_regime(
         origin = judge.origin(server.log)
         if variant == "crawl-capability" and origin is not None and result.get("cpu_series"):
             tls_hosts = {p.address for p in profiles if p.tls}
-            if tls_hosts:
-                clock.log("  the CPU of a TLS handshake ...")
-                measured_handshake = handshake.measure(workdir / "handshake")
-            per_handshake = measured_handshake["per_handshake_s"] if tls_hosts else 0.0
-            model = cpu_model.fit(result["cpu_series"], requests, origin, tls_hosts, per_handshake)
+            measured_handshake = handshake_cost(workdir, clock) if tls_hosts else {}
+            model = cpu_model.fit(
+                result["cpu_series"],
+                requests,
+                origin,
+                tls_hosts,
+                measured_handshake.get("per_handshake_s", 0.0),
+            )
         summary = verdict.summary(window)
         summary["crawler_cpu_s"] = round(result["cpu_s"], 2)
         summary["crawler_wall_s"] = round(result["wall_s"], 2)
@@ -392,6 +395,14 @@ def run_regime(
             "summary": _reference_summary(with_cpu, window),
         }
     return result
+
+
+@functools.cache
+def handshake_cost(workdir: Path, clock: report.Clock) -> dict[str, Any]:
+    """The crawler's CPU per TLS handshake (:mod:`realweb.handshake`): a property of the
+    machine, measured once per run, for every regime that needs it."""
+    clock.log("  the CPU of a TLS handshake ...")
+    return handshake.measure(workdir / "handshake")
 
 
 def _thin(curve: list[tuple[float, float]], points: int = 400) -> list[list[float]]:

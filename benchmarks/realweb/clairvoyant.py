@@ -28,6 +28,7 @@ charged with the response's, on the core; its round trips on loopback are left o
 from __future__ import annotations
 
 import heapq
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -152,9 +153,9 @@ def _blocked_until(host: dict[str, Any], now: float) -> float:
 def _next_opening(hosts: list[dict[str, Any]], now: float) -> float | None:
     """The first time after ``now`` a host with pages waiting leaves its burst limit."""
     times = [
-        _blocked_until(host, now)
+        until
         for host in hosts
-        if host["queue"] and not host["busy"] and _blocked_until(host, now) > now
+        if host["queue"] and not host["busy"] and (until := _blocked_until(host, now)) > now
     ]
     return min(times, default=None)
 
@@ -254,15 +255,12 @@ def schedule_cpu(
                 break
             now = wake
             continue
-        first = min(
-            t
-            for t in (core[0] if core else None, running[0][0] if running else None)
-            if t is not None
-        )
-        if wake is not None and wake < first:
+        core_done = core[0] if core is not None else math.inf
+        fetch_done = running[0][0] if running else math.inf
+        if wake is not None and wake < min(core_done, fetch_done):
             now = wake  # a host leaves its burst limit: a free connection may send
-        elif core is not None and (not running or core[0] <= running[0][0]):
-            now = core[0]  # the core finishes next: handled at the top
+        elif core_done <= fetch_done:
+            now = core_done  # the core finishes next: handled at the top
         else:
             now, h, page = heapq.heappop(running)
             host = hosts[h]

@@ -12,15 +12,13 @@ scheduler) and what a byte costs (decoding, the spider's parsing, its links). Th
 handshake is not a third column of the fit: bins in which many connections open are also
 bins of other work, and such a column took 7 to 94 ms a handshake where the direct
 measurement gives 4. A CPU-bound crawl keeps its core busy in every bin, so the fit is
-told apart by how pages and bytes vary from bin to bin. The coefficients are kept
-non-negative: of the fits on every subset of the columns, the one with the smallest
-residual whose coefficients are all non-negative.
+told apart by how pages and bytes vary from bin to bin. If a coefficient comes out
+negative, one column alone is fitted (the better of the two).
 """
 
 from __future__ import annotations
 
 import bisect
-import itertools
 from collections.abc import Collection
 from dataclasses import dataclass
 
@@ -83,28 +81,6 @@ def fit(
     return CpuModel(a, b, len(rows), per_handshake_s)
 
 
-def _non_negative_fit(rows: list[tuple[tuple[float, float], float]]) -> tuple[float, float]:
-    """Least squares of ``y`` on ``x``, coefficients kept non-negative: the best fit over
-    the subsets of columns whose coefficients all are."""
-    columns = 2
-    best: tuple[float, list[float]] | None = None
-    for k in range(columns, 0, -1):
-        for subset in itertools.combinations(range(columns), k):
-            coef = _least_squares([([x[j] for j in subset], y) for x, y in rows])
-            if coef is None or min(coef) < 0:
-                continue
-            full = [0.0] * columns
-            for j, v in zip(subset, coef, strict=True):
-                full[j] = v
-            err = sum((y - sum(f * v for f, v in zip(full, x, strict=False))) ** 2 for x, y in rows)
-            if best is None or err < best[0]:
-                best = (err, full)
-    if best is None:
-        return 0.0, 0.0
-    a, b = best[1]
-    return a, b
-
-
 def _cpu_at(times: list[float], cpus: list[float], t: float) -> float:
     """CPU seconds at time ``t``, linear between the samples around it."""
     i = bisect.bisect_left(times, t)
@@ -116,24 +92,24 @@ def _cpu_at(times: list[float], cpus: list[float], t: float) -> float:
     return cpus[i - 1] + (cpus[i] - cpus[i - 1]) * (t - t0) / (t1 - t0 or 1.0)
 
 
-def _least_squares(rows: list[tuple[list[float], float]]) -> list[float] | None:
-    """``y = x . coef`` without an intercept, by the normal equations (Gaussian
-    elimination with partial pivoting); ``None`` when they are singular."""
-    m = len(rows[0][0])
-    a = [[sum(x[i] * x[j] for x, _ in rows) for j in range(m)] for i in range(m)]
-    b = [sum(x[i] * y for x, y in rows) for i in range(m)]
-    for col in range(m):
-        pivot = max(range(col, m), key=lambda r: abs(a[r][col]))
-        if abs(a[pivot][col]) < 1e-300:
-            return None
-        a[col], a[pivot] = a[pivot], a[col]
-        b[col], b[pivot] = b[pivot], b[col]
-        for r in range(col + 1, m):
-            factor = a[r][col] / a[col][col]
-            for c in range(col, m):
-                a[r][c] -= factor * a[col][c]
-            b[r] -= factor * b[col]
-    coef = [0.0] * m
-    for r in range(m - 1, -1, -1):
-        coef[r] = (b[r] - sum(a[r][c] * coef[c] for c in range(r + 1, m))) / a[r][r]
-    return coef
+def _non_negative_fit(rows: list[tuple[tuple[float, float], float]]) -> tuple[float, float]:
+    """``y = a * x1 + b * x2`` without an intercept (the 2x2 normal equations); if a
+    coefficient comes out negative, one column alone, whichever leaves the smaller
+    residual."""
+    s11 = sum(x1 * x1 for (x1, _), _ in rows)
+    s12 = sum(x1 * x2 for (x1, x2), _ in rows)
+    s22 = sum(x2 * x2 for (_, x2), _ in rows)
+    t1 = sum(x1 * y for (x1, _), y in rows)
+    t2 = sum(x2 * y for (_, x2), y in rows)
+    det = s11 * s22 - s12 * s12
+    if not det:
+        a, b = (t1 / s11 if s11 else 0.0), 0.0
+    else:
+        a, b = (t1 * s22 - t2 * s12) / det, (s11 * t2 - s12 * t1) / det
+    if a >= 0 and b >= 0:
+        return a, b
+    a_only = t1 / s11
+    b_only = t2 / (s22 or 1.0)
+    a_err = sum((y - a_only * x1) ** 2 for (x1, _), y in rows)
+    b_err = sum((y - b_only * x2) ** 2 for (_, x2), y in rows)
+    return (a_only, 0.0) if a_err <= b_err else (0.0, b_only)
