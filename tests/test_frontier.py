@@ -622,6 +622,43 @@ def test_a_short_hold_after_a_long_gap_is_no_pace_sample():
     assert (est.pace, est.pace_samples) == (pytest.approx(0.3), 1)
 
 
+def test_the_pace_never_exceeds_a_spacing_the_host_let_through():
+    est = _measured(0.01)
+    held = dict(new_connection=False, served_on_connection=2, closed_by_server=False)
+    # Held 0.1 s, 0.04 s after the previous request: pace 0.04 + 0.1 = 0.14. The host
+    # let two requests start within 0.04 s plus this one's latency, 0.11 s: its pace is
+    # at most 0.15.
+    est.observe(PARAMS, Measurement(latency=0.11, **held), gap=0.04, idle=False)
+    assert (est.pace, est.pace_bound) == (pytest.approx(0.14), pytest.approx(0.15))
+    # The crawler's own lag: "held" 0.7 s after a 6-s gap, a sample of 6 + 0.7 - 0.1 =
+    # 6.6 s (the hold is over a tenth of it). The bound, loosened once to 0.15 * 1.05 =
+    # 0.1575, caps the sample: pace = 0.8 * 0.14 + 0.2 * 0.1575 = 0.1435, not 1.432.
+    est.observe(PARAMS, Measurement(latency=0.71, **held), gap=6.0, idle=True)
+    assert est.pace == pytest.approx(0.1435)
+    assert est.pace_bound == pytest.approx(0.1575)
+    # Not held, 0.5 s after the previous request: the bound loosens to 0.1575 * 1.05 =
+    # 0.165375 (0.51 is no tighter) and the pace shrinks by PACE_DECAY.
+    est.observe(PARAMS, Measurement(latency=0.01, **held), gap=0.5, idle=False)
+    assert est.pace_bound == pytest.approx(0.165375)
+    assert est.pace == pytest.approx(0.1435 * 0.95)
+
+
+def test_a_server_that_slows_down_loosens_the_bound_on_its_pace():
+    est = _measured(0.01)
+    held = dict(new_connection=False, served_on_connection=2, closed_by_server=False)
+    est.observe(PARAMS, Measurement(latency=0.1, **held), gap=0.1, idle=False)
+    assert est.pace_bound == pytest.approx(0.2)
+    # The server now wants 1 s: each request sent 0.2 s after the last is held 0.8 s
+    # (latency 0.81) while the bound grows 5% a response: min(0.2 * 1.05**n, 1.01).
+    for n in range(1, 41):
+        est.observe(PARAMS, Measurement(latency=0.81, **held), gap=0.2, idle=False)
+        assert est.pace_bound == pytest.approx(min(0.2 * 1.05**n, 1.01))
+        assert est.pace <= est.pace_bound
+    # After 34 responses (0.2 * 1.05**34 = 1.05) the bound is what the server let
+    # through, 0.2 + 0.81 s, and no longer holds the pace down.
+    assert est.pace_bound == pytest.approx(1.01)
+
+
 def test_on_a_new_connection_only_time_beyond_the_usual_set_up_is_a_hold():
     est = _measured(0.01)
     new = dict(new_connection=True, served_on_connection=1, closed_by_server=True)
@@ -631,8 +668,9 @@ def test_on_a_new_connection_only_time_beyond_the_usual_set_up_is_a_hold():
     # A host that closes after every request: response 0.01 s, set-up 0.02 s measured.
     est = _measured(0.01)
     est.connection_time, est.connection_samples = 0.02, 1
-    # 0.05 s against a usual 0.01 + 0.02 = 0.03: under twice that, not held.
-    assert est.observe(PARAMS, Measurement(latency=0.05, **new), gap=0.1) == 0.0
+    # 0.05 s against a usual 0.01 + 0.02 = 0.03: under twice that, not held. (Sent 1 s
+    # after the request before: the pace is at most 1.05 s, no bound on the 0.6 below.)
+    assert est.observe(PARAMS, Measurement(latency=0.05, **new), gap=1.0) == 0.0
     # connection = 0.05 - 0.01 = 0.04: 0.8 * 0.02 + 0.2 * 0.04 = 0.024.
     assert est.connection_time == pytest.approx(0.024)
     # 0.534 s against a usual 0.01 + 0.024 = 0.034: held 0.5 s; sent 0.1 s after the
