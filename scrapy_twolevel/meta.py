@@ -23,11 +23,6 @@ USER_SLOT = "twolevel_user_slot"
 DOWNLOAD_SLOT = "download_slot"
 #: When the request entered the host metrics middleware (its clock), to time failures.
 SENT_AT = "twolevel_sent_at"
-#: The crawler's CPU clock when the request entered the host metrics middleware, and when
-#: its reply's headers were handled: the CPU the crawler spent in between
-#: (``Measurement.busy``).
-SENT_CPU = "twolevel_sent_cpu"
-HEADERS_CPU = "twolevel_headers_cpu"
 #: Set by the middleware on a request whose download failed; its retries carry it, so the
 #: URL's repeated failures count once against its host.
 FAILED_BEFORE = "twolevel_failed_before"

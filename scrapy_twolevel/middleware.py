@@ -168,7 +168,6 @@ class HostMetricsMiddleware:
         self._handles_status = handles_status
         # A connection's record is shared once no reply can still come over it.
         self.tracker = ConnectionTracker(idle_timeout, grace=max(GRACE, download_timeout))
-        self._cpu_clock = cpu_clock
         self.processing = ProcessingCost(cpu_clock)
         self.silent = SilentHosts(first_answer_timeout, self.tracker.heard_from)
         self.refused_urls = RefusedUrls(REFUSAL_STREAK)
@@ -215,7 +214,8 @@ class HostMetricsMiddleware:
             gate=HostGate() if ours else None,
             view=partial(view_of, crawler),
         )
-        crawler.signals.connect(middleware._headers_received, scrapy_signals.headers_received)
+        if middleware.silent.first:
+            crawler.signals.connect(middleware._headers_received, scrapy_signals.headers_received)
         hidden = handlers_hiding_connections(crawler)
         crawler.stats.set_value("twolevel/metrics/connections_seen", int(not hidden))
         if hidden:
@@ -271,7 +271,6 @@ class HostMetricsMiddleware:
     def _start(self, request: Request) -> None:
         """``request`` goes to the downloader now: its time at the host starts."""
         request.meta[meta_keys.SENT_AT] = self._clock()
-        request.meta[meta_keys.SENT_CPU] = self._cpu_clock()
         if self.silent.first:
             self._limit_timeout(request)
 
@@ -293,13 +292,8 @@ class HostMetricsMiddleware:
         self._wake.at(self._gate.next_wake())
 
     def _headers_received(self, request: Request, **kwargs: Any) -> None:
-        """A response's headers came: note the crawler's CPU clock (``Measurement.busy``),
-        and its host has answered, whatever its body does (a large page on a slow host may
-        still take the shortened time of this request)."""
-        if meta_keys.SENT_CPU in request.meta:
-            request.meta[meta_keys.HEADERS_CPU] = self._cpu_clock()
-        if not self.silent.first:
-            return
+        """A response's headers came: its host has answered, whatever its body does (a
+        large page on a slow host may still take the shortened time of this request)."""
         host = self._host(request)
         if host is not None:
             self.tracker.answered(host)
@@ -329,8 +323,6 @@ class HostMetricsMiddleware:
         wait = self._retry_after(response) if refusal else None
         self._leave_gate(request, wait)
         sent_at = request.meta.pop(meta_keys.SENT_AT, None)  # copies must not inherit it
-        sent_cpu = request.meta.pop(meta_keys.SENT_CPU, None)
-        headers_cpu = request.meta.pop(meta_keys.HEADERS_CPU, None)
         host = self._host(request)
         if host is None:
             return response
@@ -374,7 +366,6 @@ class HostMetricsMiddleware:
             processing=self.processing.response(len(response.body)),
             forgiven_refusals=forgiven or 0,
             size=len(response.body),
-            busy=_busy(sent_cpu, headers_cpu),
         )
         self._measured(host, request, measurement)
         return response
@@ -471,8 +462,6 @@ class HostMetricsMiddleware:
         if isinstance(exception, TIMEOUTS):
             self.silent.timed_out(host)
         sent_at = request.meta.pop(meta_keys.SENT_AT, None)
-        request.meta.pop(meta_keys.SENT_CPU, None)
-        request.meta.pop(meta_keys.HEADERS_CPU, None)
         elapsed = self._clock() - sent_at if isinstance(sent_at, float) else 0.0
         repeat = bool(request.meta.get(meta_keys.FAILED_BEFORE))
         # RetryMiddleware's copies carry it (same URL: see meta_keys.OWNER).
@@ -524,11 +513,3 @@ def _spider_handles(crawler: Crawler) -> Callable[[Request, int], bool]:
         return allow_all or status in allowed or status in listed
 
     return handles
-
-
-def _busy(sent_cpu: object, headers_cpu: object) -> float | None:
-    """The crawler's CPU seconds between a request's start and its reply's headers
-    (``None``: either was not noted, as for a handler without ``headers_received``)."""
-    if isinstance(sent_cpu, float) and isinstance(headers_cpu, float):
-        return max(0.0, headers_cpu - sent_cpu)
-    return None

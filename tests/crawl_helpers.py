@@ -904,39 +904,3 @@ class ManyStarts:
 
 
 ManyStartsSpider = ManyStarts.spider()
-
-
-class BusyProbe:
-    """Downloader middleware, after the host metrics one: counts the measurements that
-    carry the crawler's CPU between a request's start and its reply's headers
-    (``probe/busy_measured``), keeps the largest in ms (``probe/busy_max_ms``) and the
-    process's CPU at the last response (``probe/cpu_ms``), and counts responses whose
-    request still holds the middleware's CPU notes (``probe/cpu_keys_left``)."""
-
-    def __init__(self, crawler):
-        self.crawler = crawler
-
-    @classmethod
-    def from_crawler(cls, crawler):
-        from scrapy_twolevel.signals import host_measured
-
-        probe = cls(crawler)
-        crawler.signals.connect(probe.measured, signal=host_measured)
-        return probe
-
-    def measured(self, measurement=None, **kwargs):
-        if measurement is not None and measurement.busy is not None:
-            stats = self.crawler.stats
-            stats.inc_value("probe/busy_measured")
-            stats.max_value("probe/busy_max_ms", round(measurement.busy * 1000))
-
-    def process_response(self, request, response, spider=None):
-        import time
-
-        from scrapy_twolevel import meta as meta_keys
-
-        stats = self.crawler.stats
-        if meta_keys.SENT_CPU in request.meta or meta_keys.HEADERS_CPU in request.meta:
-            stats.inc_value("probe/cpu_keys_left")
-        stats.set_value("probe/cpu_ms", round(time.process_time() * 1000))
-        return response

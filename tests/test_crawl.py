@@ -291,22 +291,6 @@ def test_scrapy_internals_we_rely_on_still_exist(tmp_path):
     assert stats["probe/in_progress"] == stats["probe/requests"]
 
 
-def test_each_measurement_carries_the_crawlers_busy_time_and_leaves_no_note(tmp_path):
-    """The middleware notes the crawler's CPU clock when a request starts and when its
-    reply's headers come; the difference (``Measurement.busy``) tells the frontier how
-    late the crawler may have read the reply (no pace is learnt from that), and the notes
-    leave the request before anything else sees it."""
-    web = fast_web()
-    middlewares = {**TWOLEVEL["DOWNLOADER_MIDDLEWARES"], "crawl_helpers.BusyProbe": 100}
-    settings = {**TWOLEVEL, "CONCURRENT_REQUESTS": 3, "DOWNLOADER_MIDDLEWARES": middlewares}
-    result = crawl(tmp_path, web, settings)
-    stats = result.crawl_stats
-    assert stats["probe/busy_measured"] == stats["twolevel/metrics/responses"]
-    assert stats["twolevel/metrics/responses"] == len(web.reachable())
-    assert 0 <= stats["probe/busy_max_ms"] <= stats["probe/cpu_ms"]
-    assert "probe/cpu_keys_left" not in stats
-
-
 @pytest.mark.parametrize("bind", [None, "127.0.0.1"], ids=["unbound", "bind_address"])
 def test_reconnects_are_seen_though_twisted_hides_the_connection_header(tmp_path, bind):
     """Twisted keeps ``Connection: close`` out of ``response.headers``; the middleware asks

@@ -131,10 +131,7 @@ class Measurement:
     CPU seconds the response is expected to cost; ``forgiven_refusals``: the response is an
     error page whose URL's last refusals were its own (see
     :meth:`HostEstimate.forgive_refusals`); ``size``: the body's bytes (``None``: not
-    known; then the whole ``elapsed`` is the host's time for the request); ``busy``: the
-    crawler's CPU seconds from sending the request to handling its reply's headers, the
-    most the crawler itself can have delayed the reply (``None``: not measured; see
-    :meth:`HostEstimate.observe`).
+    known; then the whole ``elapsed`` is the host's time for the request).
     """
 
     latency: float
@@ -146,7 +143,6 @@ class Measurement:
     processing: float | None = None
     forgiven_refusals: int = 0
     size: int | None = None
-    busy: float | None = None
 
 
 @dataclass(slots=True)
@@ -235,8 +231,7 @@ class HostEstimate:
         default: ``latency``), ``gap`` the time since the host's previous request was sent
         (``None``: none was), ``idle`` whether the host was idle before this request
         (``IDLE_GAP``). A response held by the server (see :data:`DELAY_MIN`) is a pace
-        sample unless the crawler was busy for as long (``measured.busy``); the hold is
-        left out of every time measured. Where ``measured.size`` is
+        sample; the hold is left out of every time measured. Where ``measured.size`` is
         known, the body's transfer (``elapsed - latency``) is the host's bandwidth sample and
         the rest its time per request, and ``measured.processing`` is scaled to the host's
         typical page size (:attr:`page_size`). ``typical_page``: the crawl's typical page
@@ -251,12 +246,7 @@ class HostEstimate:
         alpha = params.alpha
         latency = max(0.0, measured.latency)
         delay = self._held(latency, new_connection)
-        # A hold no longer than the CPU the crawler spent meanwhile may be the crawler's
-        # own lag (a reply read late, after a long callback): left out of the host's times
-        # all the same, but not taken for the server's pace.
-        busy = measured.busy
-        paced = delay if busy is None or delay - busy >= DELAY_MIN else 0.0
-        self._pace(paced, gap, alpha, latency)
+        self._pace(delay, gap, alpha, latency)
         latency -= delay
         served = max(0.0, (latency + delay if elapsed is None else elapsed) - delay)
         size = measured.size
