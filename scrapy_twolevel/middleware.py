@@ -53,10 +53,11 @@ from .frontier.connections import GRACE, ConnectionTracker, ReplyFacts
 from .frontier.estimates import REFUSAL_STREAK, Measurement, ProcessingCost
 from .frontier.failures import RefusedUrls, SilentHosts
 from .frontier.gate import HostGate
+from .frontier.lag import LoopStalls
 from .glue.intake import drop_inherited_keys, make_request_host
 from .glue.politeness import BROKEN, DOWN, SLOW, retry_after_seconds, robots_crawl_delay
 from .glue.preflight import check_job_state, resolve_settings, uses_this_scheduler
-from .glue.timers import Alarm
+from .glue.timers import Alarm, Timer
 from .signals import host_crawl_delay, host_failed, host_measured, host_refused
 from .view import CrawlView, view_of
 
@@ -179,6 +180,9 @@ class HostMetricsMiddleware:
         self._inside: dict[Request, str] = {}
         #: Admits waiting requests when the earliest hold they wait for ends.
         self._wake = Alarm(self._holds_ended, clock)
+        #: The crawler's own stalls, which a reply read late is no server's hold for.
+        self.stalls = LoopStalls(clock)
+        self._ticker = Timer(self._tick)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
@@ -214,8 +218,9 @@ class HostMetricsMiddleware:
             gate=HostGate() if ours else None,
             view=partial(view_of, crawler),
         )
-        if middleware.silent.first:
-            crawler.signals.connect(middleware._headers_received, scrapy_signals.headers_received)
+        crawler.signals.connect(middleware._headers_received, scrapy_signals.headers_received)
+        crawler.signals.connect(middleware.start_ticking, scrapy_signals.engine_started)
+        crawler.signals.connect(middleware.stop_ticking, scrapy_signals.engine_stopped)
         hidden = handlers_hiding_connections(crawler)
         crawler.stats.set_value("twolevel/metrics/connections_seen", int(not hidden))
         if hidden:
@@ -291,9 +296,33 @@ class HostMetricsMiddleware:
         self._gate.wake()
         self._wake.at(self._gate.next_wake())
 
+    def start_ticking(self) -> None:
+        """Watch the crawler's event loop for stalls (:mod:`~.frontier.lag`), while there
+        is one to run the ticks."""
+        self._ticker.arm(self.stalls.start())
+        if not self._ticker.armed:
+            self.stalls.stop()
+
+    def stop_ticking(self) -> None:
+        self._ticker.cancel()
+        self.stalls.stop()
+
+    def _tick(self) -> None:
+        self._ticker.arm(self.stalls.tick())
+
+    def _lag(self, sent_at: object) -> float:
+        """Seconds the crawler's loop stalled since ``sent_at`` (0: not known)."""
+        return self.stalls.stalled(sent_at) if isinstance(sent_at, float) else 0.0
+
     def _headers_received(self, request: Request, **kwargs: Any) -> None:
-        """A response's headers came: its host has answered, whatever its body does (a
+        """A response's headers came: note how long the crawler's loop stalled since the
+        request went (``Measurement.lag``), and its host has answered, whatever its body does (a
         large page on a slow host may still take the shortened time of this request)."""
+        meta = request.meta
+        if meta_keys.SENT_AT in meta:
+            meta[meta_keys.HEADERS_LAG] = self._lag(meta[meta_keys.SENT_AT])
+        if not self.silent.first:
+            return
         host = self._host(request)
         if host is not None:
             self.tracker.answered(host)
@@ -323,6 +352,7 @@ class HostMetricsMiddleware:
         wait = self._retry_after(response) if refusal else None
         self._leave_gate(request, wait)
         sent_at = request.meta.pop(meta_keys.SENT_AT, None)  # copies must not inherit it
+        lag = request.meta.pop(meta_keys.HEADERS_LAG, None)
         host = self._host(request)
         if host is None:
             return response
@@ -366,6 +396,8 @@ class HostMetricsMiddleware:
             processing=self.processing.response(len(response.body)),
             forgiven_refusals=forgiven or 0,
             size=len(response.body),
+            # A handler that sends no headers_received: the stalls until the whole reply.
+            lag=self._lag(sent_at) if lag is None else lag,
         )
         self._measured(host, request, measurement)
         return response
@@ -462,6 +494,7 @@ class HostMetricsMiddleware:
         if isinstance(exception, TIMEOUTS):
             self.silent.timed_out(host)
         sent_at = request.meta.pop(meta_keys.SENT_AT, None)
+        request.meta.pop(meta_keys.HEADERS_LAG, None)
         elapsed = self._clock() - sent_at if isinstance(sent_at, float) else 0.0
         repeat = bool(request.meta.get(meta_keys.FAILED_BEFORE))
         # RetryMiddleware's copies carry it (same URL: see meta_keys.OWNER).

@@ -904,3 +904,54 @@ class ManyStarts:
 
 
 ManyStartsSpider = ManyStarts.spider()
+
+
+class StallProbe:
+    """Downloader middleware after the host metrics one: holds the crawler's event loop
+    ``STALL`` seconds (busy, as a long callback does) in the fifth request's
+    ``process_request``, after its time started, and records the stall each measurement
+    carries (``Measurement.lag``, in ms): the stalled request's (``probe/stalled_lag_ms``)
+    with its whole time (``probe/stalled_time_ms``), and measurements whose request still
+    holds the middleware's note (``probe/lag_keys_left``)."""
+
+    STALL = 0.5
+
+    def __init__(self, crawler):
+        self.crawler = crawler
+        self.requests = 0
+        self.stalled = None
+        self.stalled_at = 0.0
+
+    @classmethod
+    def from_crawler(cls, crawler):
+        from scrapy_twolevel.signals import host_measured
+
+        probe = cls(crawler)
+        crawler.signals.connect(probe.measured, signal=host_measured)
+        return probe
+
+    def process_request(self, request, spider=None):
+        import time
+
+        self.requests += 1
+        if self.requests == 5:
+            self.stalled, self.stalled_at = request, time.monotonic()
+            end = self.stalled_at + self.STALL
+            while time.monotonic() < end:
+                pass
+
+    def measured(self, request, measurement=None, **kwargs):
+        import time
+
+        from scrapy_twolevel import meta as meta_keys
+
+        stats = self.crawler.stats
+        if meta_keys.HEADERS_LAG in request.meta:
+            stats.inc_value("probe/lag_keys_left")
+        if measurement is None:
+            return
+        stats.inc_value("probe/measured")
+        if request is self.stalled:
+            stats.set_value("probe/stalled_lag_ms", round(measurement.lag * 1000))
+            took = time.monotonic() - self.stalled_at
+            stats.set_value("probe/stalled_time_ms", round(took * 1000))

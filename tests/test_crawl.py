@@ -291,6 +291,23 @@ def test_scrapy_internals_we_rely_on_still_exist(tmp_path):
     assert stats["probe/in_progress"] == stats["probe/requests"]
 
 
+def test_a_stall_of_the_crawlers_loop_reaches_the_measurement_of_a_request_out_during_it(
+    tmp_path,
+):
+    """The middleware watches the crawler's event loop for stalls: a request whose reply
+    may have waited behind one carries it as ``Measurement.lag`` (no pace is learnt from
+    such a wait), and the note leaves the request before anything else sees it."""
+    web = fast_web()
+    middlewares = {**TWOLEVEL["DOWNLOADER_MIDDLEWARES"], "crawl_helpers.StallProbe": 960}
+    settings = {**TWOLEVEL, "CONCURRENT_REQUESTS": 3, "DOWNLOADER_MIDDLEWARES": middlewares}
+    stats = crawl(tmp_path, web, settings).crawl_stats
+    assert stats["probe/measured"] == stats["twolevel/metrics/responses"]
+    assert stats["twolevel/metrics/responses"] == len(web.reachable())
+    # The loop's tick due in the 0.5-s stall fired at least 0.48 s late (TICK = 0.02).
+    assert 480 <= stats["probe/stalled_lag_ms"] <= stats["probe/stalled_time_ms"]
+    assert "probe/lag_keys_left" not in stats
+
+
 @pytest.mark.parametrize("bind", [None, "127.0.0.1"], ids=["unbound", "bind_address"])
 def test_reconnects_are_seen_though_twisted_hides_the_connection_header(tmp_path, bind):
     """Twisted keeps ``Connection: close`` out of ``response.headers``; the middleware asks

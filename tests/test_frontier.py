@@ -643,6 +643,25 @@ def test_the_pace_never_exceeds_a_spacing_the_host_let_through():
     assert est.pace == pytest.approx(0.1435 * 0.95)
 
 
+def test_a_hold_no_longer_than_a_stall_of_the_crawlers_own_loop_is_no_pace_sample():
+    est = _measured(0.01)
+    est.pace = 0.2
+    held = dict(new_connection=False, served_on_connection=2, closed_by_server=False)
+    # 0.71 s against a usual 0.01: "held" 0.7 s, but the crawler's loop stalled 0.72 s
+    # meanwhile (a long callback): it may have read the reply late. Still left out of the
+    # host's time per request, but no pace sample: the pace shrinks, 0.2 * 0.95 = 0.19.
+    delay = est.observe(PARAMS, Measurement(latency=0.71, lag=0.72, **held), gap=0.3, idle=False)
+    assert delay == pytest.approx(0.7)
+    assert (est.pace, est.pace_samples) == (pytest.approx(0.19), 0)
+    assert est.service_time == pytest.approx(0.01)
+    # Held 0.5 s while the longest stall was 0.2 s: 0.3 s more than the crawler can
+    # explain (at least DELAY_MIN), a pace sample of 0.3 + 0.5 - 0 (the last hold was not
+    # the server's): the first sample replaces the pace, 0.8. (The bound, 0.3 + 0.71 =
+    # 1.01 loosened to 1.0605, and 0.3 + 0.51 = 0.81, does not cap it.)
+    est.observe(PARAMS, Measurement(latency=0.51, lag=0.2, **held), gap=0.3, idle=False)
+    assert (est.pace, est.pace_samples) == (pytest.approx(0.8), 1)
+
+
 def test_a_server_that_slows_down_loosens_the_bound_on_its_pace():
     est = _measured(0.01)
     held = dict(new_connection=False, served_on_connection=2, closed_by_server=False)

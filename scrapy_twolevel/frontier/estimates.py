@@ -131,7 +131,10 @@ class Measurement:
     CPU seconds the response is expected to cost; ``forgiven_refusals``: the response is an
     error page whose URL's last refusals were its own (see
     :meth:`HostEstimate.forgive_refusals`); ``size``: the body's bytes (``None``: not
-    known; then the whole ``elapsed`` is the host's time for the request).
+    known; then the whole ``elapsed`` is the host's time for the request); ``lag``: the
+    seconds the crawler's event loop stalled between sending the request and reading its
+    reply's headers, the most the crawler itself can have delayed the reply (see
+    :mod:`~.lag`).
     """
 
     latency: float
@@ -143,6 +146,7 @@ class Measurement:
     processing: float | None = None
     forgiven_refusals: int = 0
     size: int | None = None
+    lag: float = 0.0
 
 
 @dataclass(slots=True)
@@ -231,7 +235,8 @@ class HostEstimate:
         default: ``latency``), ``gap`` the time since the host's previous request was sent
         (``None``: none was), ``idle`` whether the host was idle before this request
         (``IDLE_GAP``). A response held by the server (see :data:`DELAY_MIN`) is a pace
-        sample; the hold is left out of every time measured. Where ``measured.size`` is
+        sample unless the crawler's own stall can explain it (``measured.lag``); the hold
+        is left out of every time measured. Where ``measured.size`` is
         known, the body's transfer (``elapsed - latency``) is the host's bandwidth sample and
         the rest its time per request, and ``measured.processing`` is scaled to the host's
         typical page size (:attr:`page_size`). ``typical_page``: the crawl's typical page
@@ -246,7 +251,11 @@ class HostEstimate:
         alpha = params.alpha
         latency = max(0.0, measured.latency)
         delay = self._held(latency, new_connection)
-        self._pace(delay, gap, alpha, latency)
+        # A hold no longer than the crawler's own loop stalled meanwhile may be a reply
+        # read late, after long callbacks: left out of the host's times all the same, but
+        # not taken for the server's pace.
+        paced = delay if delay - measured.lag >= DELAY_MIN else 0.0
+        self._pace(paced, gap, alpha, latency)
         latency -= delay
         served = max(0.0, (latency + delay if elapsed is None else elapsed) - delay)
         size = measured.size
