@@ -23,9 +23,9 @@ USER_SLOT = "twolevel_user_slot"
 DOWNLOAD_SLOT = "download_slot"
 #: When the request entered the host metrics middleware (its clock), to time failures.
 SENT_AT = "twolevel_sent_at"
-#: Seconds the crawler's event loop stalled between the request's start and its
-#: reply's headers (seconds; see :mod:`scrapy_twolevel.frontier.lag`), noted at the
-#: headers and taken off the request with its response.
+#: Seconds the crawler's event loop stalled between the request's start and its reply's
+#: headers (see :mod:`scrapy_twolevel.frontier.lag`), noted at the headers and taken off
+#: the request with its response.
 HEADERS_LAG = "twolevel_headers_lag"
 #: Set by the middleware on a request whose download failed; its retries carry it, so the
 #: URL's repeated failures count once against its host.

@@ -316,8 +316,9 @@ class HostMetricsMiddleware:
 
     def _headers_received(self, request: Request, **kwargs: Any) -> None:
         """A response's headers came: note how long the crawler's loop stalled since the
-        request went (``Measurement.lag``), and its host has answered, whatever its body does (a
-        large page on a slow host may still take the shortened time of this request)."""
+        request went (``Measurement.lag``), and its host has answered, whatever its body
+        does (a large page on a slow host may still take the shortened time of this
+        request)."""
         meta = request.meta
         if meta_keys.SENT_AT in meta:
             meta[meta_keys.HEADERS_LAG] = self._lag(meta[meta_keys.SENT_AT])

@@ -654,7 +654,7 @@ def test_a_hold_no_longer_than_a_stall_of_the_crawlers_own_loop_is_no_pace_sampl
     assert delay == pytest.approx(0.7)
     assert (est.pace, est.pace_samples) == (pytest.approx(0.19), 0)
     assert est.service_time == pytest.approx(0.01)
-    # Held 0.5 s while the longest stall was 0.2 s: 0.3 s more than the crawler can
+    # Held 0.5 s while the loop stalled 0.2 s in all: 0.3 s more than the crawler can
     # explain (at least DELAY_MIN), a pace sample of 0.3 + 0.5 - 0 (the last hold was not
     # the server's): the first sample replaces the pace, 0.8. (The bound, 0.3 + 0.71 =
     # 1.01 loosened to 1.0605, and 0.3 + 0.51 = 0.81, does not cap it.)
