@@ -394,7 +394,39 @@ def run_regime(
             "curve": _thin(with_cpu),
             "summary": _reference_summary(with_cpu, window),
         }
+        result["clairvoyant_loop"] = loop_reference(data, result, model)
     return result
+
+
+def loop_reference(
+    data: dict[str, Any], result: dict[str, Any], model: cpu_model.CpuModel
+) -> dict[str, Any]:
+    """The CPU-aware clairvoyant on one event loop with Scrapy's backlog
+    (:func:`clairvoyant.schedule_loop`): information beside the reference the targets use."""
+    profiles = [
+        servers.HostProfile(**{k: v for k, v in p.items() if k != "site"})
+        for p in result["profiles"]
+    ]
+    names = [p["site"] for p in result["profiles"]]
+    curve = clairvoyant.schedule_loop(data, names, profiles, CONNECTIONS, horizon_of(result), model)
+    return {
+        "backlog_bytes": clairvoyant.SCRAPY_BACKLOG,
+        "curve": _thin(curve),
+        "summary": _reference_summary(curve, result["window_s"]),
+    }
+
+
+def saved_model(result: dict[str, Any]) -> cpu_model.CpuModel | None:
+    """The CPU model a committed regime's CPU-aware clairvoyant paid (``None``: none)."""
+    saved = result.get("clairvoyant_cpu", {}).get("cpu_model")
+    if saved is None:
+        return None
+    return cpu_model.CpuModel(
+        saved["per_page_ms"] / 1e3,
+        saved["per_kb_ms"] / 1e6,
+        saved["bins"],
+        saved["per_handshake_ms"] / 1e3,
+    )
 
 
 @functools.cache
@@ -482,6 +514,12 @@ def regime_table(regime: str, result: dict[str, Any]) -> report.Table:
     if "clairvoyant_cpu" in result:
         ref = result["clairvoyant_cpu"]["summary"]
         cells = _gathered_cells("clairvoyant, CPU-aware (simulated)", ref, base, quarter)
+        rows.append(cells + ["-"] * (len(head) - len(cells)))
+    if "clairvoyant_loop" in result:
+        ref = result["clairvoyant_loop"]["summary"]
+        cells = _gathered_cells(
+            "clairvoyant, CPU-aware, one loop, Scrapy's backlog (simulated)", ref, base, quarter
+        )
         rows.append(cells + ["-"] * (len(head) - len(cells)))
     return head, rows
 
@@ -688,6 +726,18 @@ def draw_quality(ax: Any, result: dict[str, Any], title: str) -> None:
     if ref:
         t, q = zip(*ref, strict=True)
         ax.step(t, q, where="post", label="clairvoyant, CPU-aware", color="black", ls=":", lw=1)
+    ref = result.get("clairvoyant_loop", {}).get("curve")
+    if ref:
+        t, q = zip(*ref, strict=True)
+        ax.step(
+            t,
+            q,
+            where="post",
+            label="clairvoyant, CPU-aware, one loop",
+            color="grey",
+            ls="-.",
+            lw=1,
+        )
     ax.set_title(title)
     ax.set_xlabel("seconds (the server's access log)")
     ax.set_ylabel("quality gathered (1 = every page)")
@@ -810,8 +860,8 @@ def write(
 
 def render(name: str, web: str, sites: list[corpus.Site], workdir: Path) -> None:
     """Write a committed run's report again from its JSON, with what the report has
-    learnt to show since (the hosts' quarter quality, from the corpus); the measurements
-    are the run's."""
+    learnt to show since (the hosts' quarter quality, from the corpus; the one-loop
+    reference, from the run's CPU model); the measurements are the run's."""
     saved = json.loads((RESULTS / f"{name}.json").read_text())
     data = corpus.build(workdir, sites)
     for result in saved["regimes"].values():
@@ -820,6 +870,9 @@ def render(name: str, web: str, sites: list[corpus.Site], workdir: Path) -> None
             "host_quarter_quality",
             quarter_quality(quality, result["profiles"], horizon_of(result) / 4),
         )
+        model = saved_model(result)
+        if model is not None and "clairvoyant_loop" not in result:
+            result["clairvoyant_loop"] = loop_reference(data, result, model)
     write(saved["regimes"], saved["environment"], saved["command"], saved["elapsed_s"], name, web)
 
 

@@ -23,6 +23,11 @@ first, when the last one has served the host's keep-alive limit, or when it has 
 longer than the host's keep-alive timeout (the Apache web's; the clairvoyant keeps one
 connection per host, since it sends one request at a time to each). The handshake's CPU is
 charged with the response's, on the core; its round trips on loopback are left out.
+:func:`schedule_loop` is that crawler as Scrapy runs one: on one event loop, so requests go
+out and replies come in only between two responses' handling, and with Scrapy's bound on
+the responses received but not yet handled (``SCRAPER_SLOT_MAX_ACTIVE_SIZE``): the CPU-aware
+clairvoyant, unbounded, fetches up to hundreds of MB ahead of its core, which no Scrapy
+crawl does.
 """
 
 from __future__ import annotations
@@ -37,6 +42,13 @@ from realweb.servers import HostProfile
 
 #: Seconds a host takes to serve a small page on loopback, delays and transfer aside.
 BASE = 0.002
+
+#: Scrapy's default ``SCRAPER_SLOT_MAX_ACTIVE_SIZE``: above so many bytes of responses in its
+#: scraper, the engine takes no request from the scheduler.
+SCRAPY_BACKLOG = 5_000_000
+
+#: The least a response counts toward that bound (``scrapy.core.scraper``'s own floor).
+MIN_RESPONSE_SIZE = 1024
 
 
 def schedule(
@@ -272,4 +284,83 @@ def schedule_cpu(
             heapq.heappush(received, (-quality / cost if cost else -quality, h, page, cost))
         if now > horizon:
             break
+    return curve
+
+
+def schedule_loop(
+    corpus: dict[str, Any],
+    names: list[str],
+    profiles: list[HostProfile],
+    connections: int,
+    horizon: float,
+    cpu: CpuModel,
+    backlog: float = SCRAPY_BACKLOG,
+    best_first: bool = True,
+) -> list[tuple[float, float]]:
+    """:func:`schedule_cpu` on one event loop with a bounded backlog, as Scrapy runs it.
+
+    Handling a response holds the loop for its CPU: replies that end meanwhile are taken
+    in, and free connections send, only after it. After each handled response the loop
+    takes in the replies that ended, then fills the free connections, unless the received
+    responses not yet handled hold more than ``backlog`` bytes (each at least
+    :data:`MIN_RESPONSE_SIZE`), as Scrapy's engine stops taking requests then. The core
+    still handles them best first and a page's quality counts once it is handled, as in
+    :func:`schedule_cpu`; that one is this with an unbounded backlog and a core apart from
+    the loop. ``best_first=False`` handles them in the order they arrived instead (the
+    ablation of :mod:`reference_study`).
+    """
+    hosts = _hosts(corpus, names, profiles)
+    arrivals = 0
+    now, gathered, curve = 0.0, 0.0, []
+    running: list[tuple[float, int, str]] = []  # fetches: (end, host, page)
+    received: list[tuple[float, int, str, float]] = []  # (-quality per CPU s, host, page, cost)
+    held = 0.0  # bytes of the received responses not yet handled
+    free = connections
+
+    def take_in() -> None:
+        nonlocal free, held, arrivals
+        while running and running[0][0] <= now:
+            end, h, page = heapq.heappop(running)
+            host = hosts[h]
+            host["busy"] = False
+            host["last_end"] = end
+            free += 1
+            quality, size, _ = host["pages"][page]
+            cost = cpu.cost(size, host["handshake"])
+            arrivals += 1
+            rank = (-quality / cost if cost else -quality) if best_first else arrivals
+            heapq.heappush(received, (rank, h, page, cost))
+            held += max(size, MIN_RESPONSE_SIZE)
+
+    while True:
+        take_in()
+        if received:
+            _, h, page, cost = heapq.heappop(received)
+            now += cost
+            if now > horizon:
+                break
+            host = hosts[h]
+            quality, size, links = host["pages"][page]
+            held -= max(size, MIN_RESPONSE_SIZE)
+            gathered += quality
+            curve.append((now, gathered))
+            _discover(host, links)
+            take_in()
+        while free and held <= backlog:
+            best = _best(
+                hosts,
+                now,
+                lambda took, size, handshake: max(took / connections, cpu.cost(size, handshake)),
+            )
+            if best is None:
+                break
+            _send(hosts, best, now, running)
+            free -= 1
+        if received:
+            continue
+        wake = _next_opening(hosts, now) if free and held <= backlog else None
+        nxt = min(running[0][0] if running else math.inf, math.inf if wake is None else wake)
+        if nxt > horizon:
+            break
+        now = nxt
     return curve
