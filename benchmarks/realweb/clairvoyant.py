@@ -214,6 +214,39 @@ def rate_bound(corpus: dict[str, Any], rates: dict[str, float], horizon: float) 
     return gathered
 
 
+def _fill(
+    hosts: list[dict[str, Any]],
+    now: float,
+    running: list[tuple[float, int, str]],
+    free: int,
+    connections: int,
+    cpu: CpuModel,
+) -> int:
+    """Send on the free connections the requests with the most quality per unit of the
+    resource each uses most (:func:`schedule_cpu`); how many connections stay free."""
+    while free:
+        best = _best(
+            hosts,
+            now,
+            lambda took, size, handshake: max(took / connections, cpu.cost(size, handshake)),
+        )
+        if best is None:
+            break
+        _send(hosts, best, now, running)
+        free -= 1
+    return free
+
+
+def _land(host: dict[str, Any], end: float, page: str, cpu: CpuModel) -> tuple[float, float]:
+    """A fetch of ``host`` ended at ``end``: the host is free again. Returns the response's
+    rank among those received (minus its quality per CPU second) and its CPU cost."""
+    host["busy"] = False
+    host["last_end"] = end
+    quality, size, _ = host["pages"][page]
+    cost = cpu.cost(size, host["handshake"])
+    return (-quality / cost if cost else -quality), cost
+
+
 def schedule_cpu(
     corpus: dict[str, Any],
     names: list[str],
@@ -251,16 +284,7 @@ def schedule_cpu(
             curve.append((now, gathered))
             _discover(host, links)
             continue
-        while free:
-            best = _best(
-                hosts,
-                now,
-                lambda took, size, handshake: max(took / connections, cpu.cost(size, handshake)),
-            )
-            if best is None:
-                break
-            _send(hosts, best, now, running)
-            free -= 1
+        free = _fill(hosts, now, running, free, connections, cpu)
         wake = _next_opening(hosts, now) if free else None
         if not running and core is None:
             if wake is None or wake > horizon:
@@ -275,13 +299,9 @@ def schedule_cpu(
             now = core_done  # the core finishes next: handled at the top
         else:
             now, h, page = heapq.heappop(running)
-            host = hosts[h]
-            host["busy"] = False
-            host["last_end"] = now
             free += 1
-            quality, size, _ = host["pages"][page]
-            cost = cpu.cost(size, host["handshake"])
-            heapq.heappush(received, (-quality / cost if cost else -quality, h, page, cost))
+            rank, cost = _land(hosts[h], now, page, cpu)
+            heapq.heappush(received, (rank, h, page, cost))
         if now > horizon:
             break
     return curve
@@ -321,16 +341,11 @@ def schedule_loop(
         nonlocal free, held, arrivals
         while running and running[0][0] <= now:
             end, h, page = heapq.heappop(running)
-            host = hosts[h]
-            host["busy"] = False
-            host["last_end"] = end
             free += 1
-            quality, size, _ = host["pages"][page]
-            cost = cpu.cost(size, host["handshake"])
+            rank, cost = _land(hosts[h], end, page, cpu)
             arrivals += 1
-            rank = (-quality / cost if cost else -quality) if best_first else arrivals
-            heapq.heappush(received, (rank, h, page, cost))
-            held += max(size, MIN_RESPONSE_SIZE)
+            heapq.heappush(received, (rank if best_first else arrivals, h, page, cost))
+            held += max(hosts[h]["pages"][page][1], MIN_RESPONSE_SIZE)
 
     while True:
         take_in()
@@ -346,16 +361,8 @@ def schedule_loop(
             curve.append((now, gathered))
             _discover(host, links)
             take_in()
-        while free and held <= backlog:
-            best = _best(
-                hosts,
-                now,
-                lambda took, size, handshake: max(took / connections, cpu.cost(size, handshake)),
-            )
-            if best is None:
-                break
-            _send(hosts, best, now, running)
-            free -= 1
+        if held <= backlog:
+            free = _fill(hosts, now, running, free, connections, cpu)
         if received:
             continue
         wake = _next_opening(hosts, now) if free and held <= backlog else None
