@@ -28,7 +28,8 @@ DEFAULT = [
     *(f"real_servers_stall_cpu_seed{s}" for s in (1, 2, 3)),
     *(f"real_servers_apache_stall_seed{s}" for s in (1, 2, 3)),
     *(f"real_servers_stall_seed{s}" for s in (1, 2, 3)),
-    "real_servers_apache_stall_politeness_seed1",
+    *(f"real_servers_apache_stall_politeness_seed{s}" for s in (1, 2, 3)),
+    "real_servers_apache_stall_politeness_long_seed1",
 ]
 BACKLOGS_MB = (5, 20, 50, 200)
 NAME = "reference_study"
