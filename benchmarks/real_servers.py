@@ -316,6 +316,7 @@ def run_regime(
     close_after = window if window is not None else 1800.0
     runs: dict[str, Any] = {}
     model: cpu_model.CpuModel | None = None  # fitted on crawl-capability's crawl
+    order: list[tuple[str, str]] | None = None  # crawl-capability's pages, as it sent them
     for variant in variants:
         rundir = workdir / web / regime / variant
         with WEBS[web].server(rundir, sites, profiles, refuse) as server:
@@ -328,6 +329,8 @@ def run_regime(
         requests = judge.read_log(server.log)
         verdict = judge.judge(requests, quality, window)
         origin = judge.origin(server.log)
+        if variant == "crawl-capability":
+            order = crawl_order(requests, table)
         if variant == "crawl-capability" and origin is not None and result.get("cpu_series"):
             tls_hosts = {p.address for p in profiles if p.tls}
             measured_handshake = handshake_cost(workdir, clock) if tls_hosts else {}
@@ -395,20 +398,40 @@ def run_regime(
             "summary": _reference_summary(with_cpu, window),
         }
         result["clairvoyant_loop"] = loop_reference(data, result, model)
+        if order is not None:
+            result["crawl_capability_replayed"] = loop_reference(data, result, model, order)
     return result
 
 
+def crawl_order(
+    requests: list[judge.Request], table: list[dict[str, Any]]
+) -> list[tuple[str, str]]:
+    """The pages a crawl was served, ``(site, page)``, in the order it sent them."""
+    site = {p["address"]: p["site"] for p in table}
+    ordered = sorted(requests, key=lambda r: r.start)
+    return [
+        (site[r.host], r.uri.lstrip("/")) for r in ordered if r.status == 200 and r.host in site
+    ]
+
+
 def loop_reference(
-    data: dict[str, Any], result: dict[str, Any], model: cpu_model.CpuModel
+    data: dict[str, Any],
+    result: dict[str, Any],
+    model: cpu_model.CpuModel,
+    order: list[tuple[str, str]] | None = None,
 ) -> dict[str, Any]:
     """The CPU-aware clairvoyant on one event loop with Scrapy's backlog
-    (:func:`clairvoyant.schedule_loop`): information beside the reference the targets use."""
+    (:func:`clairvoyant.schedule_loop`): information beside the reference the targets use.
+    With ``order``, that crawler sends a crawl's requests in the crawl's order instead of
+    choosing: how much of the crawl's time its choices explain."""
     profiles = [
         servers.HostProfile(**{k: v for k, v in p.items() if k != "site"})
         for p in result["profiles"]
     ]
     names = [p["site"] for p in result["profiles"]]
-    curve = clairvoyant.schedule_loop(data, names, profiles, CONNECTIONS, horizon_of(result), model)
+    curve = clairvoyant.schedule_loop(
+        data, names, profiles, CONNECTIONS, horizon_of(result), model, order=order
+    )
     return {
         "backlog_bytes": clairvoyant.SCRAPY_BACKLOG,
         "curve": _thin(curve),
@@ -519,6 +542,15 @@ def regime_table(regime: str, result: dict[str, Any]) -> report.Table:
         ref = result["clairvoyant_loop"]["summary"]
         cells = _gathered_cells(
             "clairvoyant, CPU-aware, one loop, Scrapy's backlog (simulated)", ref, base, quarter
+        )
+        rows.append(cells + ["-"] * (len(head) - len(cells)))
+    if "crawl_capability_replayed" in result:
+        ref = result["crawl_capability_replayed"]["summary"]
+        cells = _gathered_cells(
+            "crawl-capability's requests, replayed on that one loop (simulated)",
+            ref,
+            base,
+            quarter,
         )
         rows.append(cells + ["-"] * (len(head) - len(cells)))
     return head, rows

@@ -130,10 +130,16 @@ def _send(
     now: float,
     running: list[tuple[float, int, str]],
 ) -> None:
-    """Send ``best`` (from :func:`_best`): its host is busy until it ends."""
+    """Send ``best`` (from :func:`_best` or a replay, :func:`_replayed`): its host is busy
+    until it ends."""
     _, h, page, took = best
     host = hosts[h]
-    heapq.heappop(host["queue"])
+    queue = host["queue"]
+    if queue[0][1] == page:
+        heapq.heappop(queue)
+    else:  # a replay's choice, not the host's best page
+        queue.remove(next(entry for entry in queue if entry[1] == page))
+        heapq.heapify(queue)
     host["busy"] = True
     host["tat"] = max(now, host["tat"]) + host["interval"]
     fresh = _new_connection(host, now)
@@ -214,6 +220,42 @@ def rate_bound(corpus: dict[str, Any], rates: dict[str, float], horizon: float) 
     return gathered
 
 
+#: Picks the next request among the free hosts at a time (:func:`_best`'s form) or none.
+Chooser = Callable[[list[dict[str, Any]], float], tuple[float, int, str, float] | None]
+
+
+def _replayed(names: list[str], order: list[tuple[str, str]]) -> Chooser:
+    """A chooser that replays a crawl's choices: among the hosts free to send, the page
+    that came earliest in ``order`` (``(site, page)`` as the crawl sent them) of those
+    each host has discovered. Pages the crawl never sent are never sent."""
+    position: dict[tuple[int, str], int] = {}
+    index = {name: h for h, name in enumerate(names)}
+    for i, (site, page) in enumerate(order):
+        position.setdefault((index[site], page), i)
+
+    def choose(hosts: list[dict[str, Any]], now: float) -> tuple[float, int, str, float] | None:
+        best: tuple[int, int, str] | None = None
+        for h, host in enumerate(hosts):
+            if host["busy"] or not host["queue"] or _blocked_until(host, now) > now:
+                continue
+            known = [
+                (position[h, page], page) for _, page in host["queue"] if (h, page) in position
+            ]
+            if known and (best is None or min(known)[0] < best[0]):
+                i, page = min(known)
+                best = (i, h, page)
+        if best is None:
+            return None
+        i, h, page = best
+        host = hosts[h]
+        size = host["pages"][page][1]
+        took = max(0.0, host["tat"] - now) + BASE + host["latency"]
+        took += size / host["bandwidth"] if host["bandwidth"] else 0.0
+        return (-float(i), h, page, took)
+
+    return choose
+
+
 def _fill(
     hosts: list[dict[str, Any]],
     now: float,
@@ -221,15 +263,20 @@ def _fill(
     free: int,
     connections: int,
     cpu: CpuModel,
+    replay: Chooser | None = None,
 ) -> int:
     """Send on the free connections the requests with the most quality per unit of the
-    resource each uses most (:func:`schedule_cpu`); how many connections stay free."""
+    resource each uses most (:func:`schedule_cpu`), or those ``replay`` chooses; how many
+    connections stay free."""
     while free:
-        best = _best(
-            hosts,
-            now,
-            lambda took, size, handshake: max(took / connections, cpu.cost(size, handshake)),
-        )
+        if replay is not None:
+            best = replay(hosts, now)
+        else:
+            best = _best(
+                hosts,
+                now,
+                lambda took, size, handshake: max(took / connections, cpu.cost(size, handshake)),
+            )
         if best is None:
             break
         _send(hosts, best, now, running)
@@ -316,6 +363,7 @@ def schedule_loop(
     cpu: CpuModel,
     backlog: float = SCRAPY_BACKLOG,
     best_first: bool = True,
+    order: list[tuple[str, str]] | None = None,
 ) -> list[tuple[float, float]]:
     """:func:`schedule_cpu` on one event loop with a bounded backlog, as Scrapy runs it.
 
@@ -327,8 +375,11 @@ def schedule_loop(
     still handles them best first and a page's quality counts once it is handled, as in
     :func:`schedule_cpu`; that one is this with an unbounded backlog and a core apart from
     the loop. ``best_first=False`` handles them in the order they arrived instead (the
-    ablation of :mod:`reference_study`).
+    ablation of :mod:`reference_study`). With ``order`` (``(site, page)`` as a crawl sent
+    them) the requests are not the clairvoyant's but the crawl's, replayed
+    (:func:`_replayed`): the crawl's choices at this crawler's speed.
     """
+    replay = None if order is None else _replayed(names, order)
     hosts = _hosts(corpus, names, profiles)
     arrivals = 0
     now, gathered, curve = 0.0, 0.0, []
@@ -362,7 +413,7 @@ def schedule_loop(
             _discover(host, links)
             take_in()
         if held <= backlog:
-            free = _fill(hosts, now, running, free, connections, cpu)
+            free = _fill(hosts, now, running, free, connections, cpu, replay)
         if received:
             continue
         wake = _next_opening(hosts, now) if free and held <= backlog else None

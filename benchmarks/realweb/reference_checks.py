@@ -16,7 +16,7 @@ realweb.reference_checks`` (the smoke tests run it; it needs no nginx).
 - the CPU-aware clairvoyant on one loop with Scrapy's backlog (:func:`clairvoyant.schedule_loop`)
   handles every page the unbounded one does, never sooner than the CPU of the pages before
   it, and, with a backlog of nothing, sends no request while a received response waits
-  (worked by hand on two hosts);
+  (worked by hand on two hosts), and a replayed crawl's order is sent as it was;
 - Apache's access log lines are rewritten in the judge's format, field by field.
 """
 
@@ -187,6 +187,16 @@ def check_loop() -> None:
         )
         assert [round(t, 9) for t, _ in curve] == ends, (backlog, curve)
         assert [round(q, 9) for _, q in curve] == [0.5, 0.75, 1.25, 1.5], curve
+    # A replayed order: one host, p0 linking to p1 (0.5) and p2 (0.1), sent p0, p2, p1.
+    # The clairvoyant would send p1 before p2; the replay sends p2 at 0.102 (handled at
+    # 0.204), then p1 (handled at 0.306). A page the crawl never sent (p3) is never sent.
+    pages = {"p0": [0.2, 1000, ["p1", "p2", "p3"]], "p1": [0.5, 1000, []]}
+    pages |= {"p2": [0.1, 1000, []], "p3": [0.9, 1000, []]}
+    corpus = {"sites": {"a": {"pages": pages, "index": "p0"}}}
+    order = [("a", "p0"), ("a", "p2"), ("a", "p1")]
+    curve = clairvoyant.schedule_loop(corpus, ["a"], profiles[:1], 8, 1e9, model, order=order)
+    assert [round(t, 9) for t, _ in curve] == [0.102, 0.204, 0.306], curve
+    assert [round(q, 9) for _, q in curve] == [0.2, 0.3, 0.8], curve
 
 
 def check_burst() -> None:
