@@ -25,9 +25,10 @@ connection per host, since it sends one request at a time to each). The handshak
 charged with the response's, on the core; its round trips on loopback are left out.
 :func:`schedule_loop` is that crawler as Scrapy runs one: on one event loop, so requests go
 out and replies come in only between two responses' handling, and with Scrapy's bound on
-the responses received but not yet handled (``SCRAPER_SLOT_MAX_ACTIVE_SIZE``): the CPU-aware
-clairvoyant, unbounded, fetches up to hundreds of MB ahead of its core, which no Scrapy
-crawl does.
+the responses received but not yet handled (``SCRAPER_SLOT_MAX_ACTIVE_SIZE``). Unbounded,
+the CPU-aware clairvoyant fetches far ahead of its core: on the benchmark's CPU-bound web
+its times need a backlog of more than 50 MB (``reference_study.py``), which no Scrapy
+crawl holds.
 """
 
 from __future__ import annotations
