@@ -80,19 +80,19 @@ def test_three_topics_share_the_crawl_and_none_starves(tmp_path):
 def test_without_topics_the_big_topic_takes_the_start(tmp_path):
     """The same crawl without TWOLEVEL_TOPICS, for contrast: the test above is not trivial.
 
-    Breadth-first, whose host order does not depend on measured times. Under
-    crawl-capability the contrast rests on the slow hosts being measured slower, which a
-    busy machine blurs: its longest gap was 16, 16, 19 and 24 in 4 of 14 runs of this
-    test (a flaky test), 35-78 in 18 other runs. Breadth-first: 35-46 in 8 runs, each with
-    a second crawl running alongside."""
+    Breadth-first, whose host order does not depend on measured times. The big topic (6
+    of the 9 hosts) takes the first quarter of the crawl: 35-37 of its 45 pages in 14
+    runs, 8 of them beside three busy loops on this 2-core machine, where the topics of
+    the test above hold it to 20-22 (6 runs). The slow topic's longest gap, asserted here
+    before, is timing-bound: 27-58 in those runs, but 22 once in a full parallel suite."""
     web = topic_web()
     plain = settings(TWOLEVEL_POLICY="breadth-first")
     del plain["TWOLEVEL_TOPICS"]
     result = crawl(tmp_path, web, plain)
     order = topic_order(result, web)
-    positions = [i for i, t in enumerate(order) if t == "slow"]
-    gaps = [b - a for a, b in itertools.pairwise(positions)]
-    assert max(gaps) > 24  # the slow topic waits behind the others at some point
+    quarter = len(order) // 4
+    first = Counter(order[:quarter])
+    assert first["big"] >= 2 * quarter / 3, first  # 30 of 45 or more
 
 
 def test_jobdir_resume_keeps_the_topics_state(tmp_path):
