@@ -424,11 +424,7 @@ def loop_reference(
     (:func:`clairvoyant.schedule_loop`): information beside the reference the targets use.
     With ``order``, that crawler sends a crawl's requests in the crawl's order instead of
     choosing: how much of the crawl's time its choices explain."""
-    profiles = [
-        servers.HostProfile(**{k: v for k, v in p.items() if k != "site"})
-        for p in result["profiles"]
-    ]
-    names = [p["site"] for p in result["profiles"]]
+    names, profiles = saved_hosts(result)
     curve = clairvoyant.schedule_loop(
         data, names, profiles, CONNECTIONS, horizon_of(result), model, order=order
     )
@@ -437,6 +433,14 @@ def loop_reference(
         "curve": _thin(curve),
         "summary": _reference_summary(curve, result["window_s"]),
     }
+
+
+def saved_hosts(result: dict[str, Any]) -> tuple[list[str], list[servers.HostProfile]]:
+    """A regime's sites and their hosts' profiles, back from its profiles table
+    (:func:`servers.profiles_table`), for the references."""
+    table = result["profiles"]
+    profiles = [servers.HostProfile(**{k: v for k, v in p.items() if k != "site"}) for p in table]
+    return [p["site"] for p in table], profiles
 
 
 def saved_model(result: dict[str, Any]) -> cpu_model.CpuModel | None:
@@ -531,29 +535,22 @@ def regime_table(regime: str, result: dict[str, Any]) -> report.Table:
                 str(s["statuses"].get("429", 0)),
             ]
         )
-    ref = result["clairvoyant"]["summary"]
-    cells = _gathered_cells("clairvoyant (simulated)", ref, base, quarter)
-    rows.append(cells + ["-"] * (len(head) - len(cells)))
-    if "clairvoyant_cpu" in result:
-        ref = result["clairvoyant_cpu"]["summary"]
-        cells = _gathered_cells("clairvoyant, CPU-aware (simulated)", ref, base, quarter)
-        rows.append(cells + ["-"] * (len(head) - len(cells)))
-    if "clairvoyant_loop" in result:
-        ref = result["clairvoyant_loop"]["summary"]
-        cells = _gathered_cells(
-            "clairvoyant, CPU-aware, one loop, Scrapy's backlog (simulated)", ref, base, quarter
-        )
-        rows.append(cells + ["-"] * (len(head) - len(cells)))
-    if "crawl_capability_replayed" in result:
-        ref = result["crawl_capability_replayed"]["summary"]
-        cells = _gathered_cells(
-            "crawl-capability's requests, replayed on that one loop (simulated)",
-            ref,
-            base,
-            quarter,
-        )
-        rows.append(cells + ["-"] * (len(head) - len(cells)))
+    for key, label in REFERENCES.items():
+        if key in result:
+            cells = _gathered_cells(label, result[key]["summary"], base, quarter)
+            rows.append(cells + ["-"] * (len(head) - len(cells)))
     return head, rows
+
+
+#: The simulated references a regime's result may hold, and their rows' labels.
+REFERENCES = {
+    "clairvoyant": "clairvoyant (simulated)",
+    "clairvoyant_cpu": "clairvoyant, CPU-aware (simulated)",
+    "clairvoyant_loop": "clairvoyant, CPU-aware, one loop, Scrapy's backlog (simulated)",
+    "crawl_capability_replayed": (
+        "crawl-capability's requests, replayed on that one loop (simulated)"
+    ),
+}
 
 
 def host_qualities(data: dict[str, Any], profiles: list[dict[str, Any]]) -> dict[str, Any]:

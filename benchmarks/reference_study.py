@@ -22,7 +22,7 @@ from typing import Any
 
 import real_servers
 from harness import RESULTS, report
-from realweb import clairvoyant, corpus, servers
+from realweb import clairvoyant, corpus
 
 DEFAULT = [
     *(f"real_servers_stall_cpu_seed{s}" for s in (1, 2, 3)),
@@ -45,11 +45,7 @@ def study(name: str, workdir: Path) -> list[dict[str, Any]]:
         model = real_servers.saved_model(result)
         if model is None:
             continue
-        profiles = [
-            servers.HostProfile(**{k: v for k, v in p.items() if k != "site"})
-            for p in result["profiles"]
-        ]
-        names = [p["site"] for p in result["profiles"]]
+        names, profiles = real_servers.saved_hosts(result)
         horizon = real_servers.horizon_of(result)
         loops = {}
         for mb in BACKLOGS_MB:
@@ -87,17 +83,17 @@ def table(rows: list[dict[str, Any]]) -> report.Table:
     keys = list(rows[0]["one_loop_s"]) if rows else []
     head = ["run", "regime", "reference s", *(f"one loop, {k} s" for k in keys)]
     head += ["crawl-capability s", "vs reference", "vs one loop, 5 MB, best first"]
+
+    def cell(v: float | None) -> str:
+        return "-" if v is None else f"{v:.1f}"
+
+    def x(a: float | None, b: float | None) -> str:
+        return report.ratio(a / b) if a is not None and b else "-"
+
     body = []
     for r in rows:
         ours, ref = r["crawl_capability_s"], r["reference_s"]
         loop5 = r["one_loop_s"][keys[0]]
-
-        def cell(v: float | None) -> str:
-            return "-" if v is None else f"{v:.1f}"
-
-        def x(a: float | None, b: float | None) -> str:
-            return report.ratio(a / b) if a is not None and b else "-"
-
         body.append(
             [
                 r["run"],
